@@ -1,0 +1,91 @@
+import { AgentError, toAgentError } from '../errors.js';
+import type { Channel, Transport, TransportContext } from '../channel.js';
+import type { AgentId } from '../identity/agent-id.js';
+import { raceSignal } from '../util/abort.js';
+import type { AddressBook } from './peer-address.js';
+
+export interface ChannelPoolOptions {
+  transports: readonly Transport[];
+  addresses: AddressBook;
+  context: TransportContext;
+  /** Upper bound for one dial attempt, whatever the callers' deadlines (default 10 s). */
+  connectTimeoutMs?: number;
+}
+
+/**
+ * The channels an agent has, per peer: dialled by us or accepted from the peer, reused by every call.
+ * Concurrent calls to a peer with no channel share one dial.
+ */
+export class ChannelPool {
+  private readonly channels = new Map<AgentId, Set<Channel>>();
+  private readonly dialing = new Map<AgentId, Promise<Channel>>();
+  private readonly closing = new AbortController();
+
+  constructor(private readonly options: ChannelPoolOptions) {}
+
+  async acquire(peer: AgentId, signal: AbortSignal): Promise<Channel> {
+    const open = this.openChannel(peer);
+    if (open) return open;
+    let dial = this.dialing.get(peer);
+    if (!dial) {
+      dial = this.dial(peer).finally(() => this.dialing.delete(peer));
+      this.dialing.set(peer, dial);
+    }
+    return raceSignal(dial, signal);
+  }
+
+  add(channel: Channel): void {
+    let set = this.channels.get(channel.peer);
+    if (!set) this.channels.set(channel.peer, (set = new Set()));
+    set.add(channel);
+    void channel.closed.then(() => {
+      set.delete(channel);
+      if (set.size === 0 && this.channels.get(channel.peer) === set) this.channels.delete(channel.peer);
+    });
+  }
+
+  list(peer?: AgentId): Channel[] {
+    if (peer !== undefined) return [...(this.channels.get(peer) ?? [])];
+    return [...this.channels.values()].flatMap((set) => [...set]);
+  }
+
+  async close(reason: AgentError): Promise<void> {
+    this.closing.abort(reason);
+    const all = this.list();
+    await Promise.all(all.map((channel) => channel.close(reason)));
+    await Promise.all(all.map((channel) => channel.closed));
+  }
+
+  private openChannel(peer: AgentId): Channel | undefined {
+    for (const channel of this.channels.get(peer) ?? []) if (!channel.isClosed) return channel;
+    return undefined;
+  }
+
+  private async dial(peer: AgentId): Promise<Channel> {
+    const urls = this.options.addresses.get(peer);
+    if (urls.length === 0) {
+      throw new AgentError('UNAVAILABLE', `no address known for ${peer}: call it as "<AgentId>@<url>" or agent.addPeer()`);
+    }
+    const signal = AbortSignal.any([this.closing.signal, AbortSignal.timeout(this.options.connectTimeoutMs ?? 10_000)]);
+    const failures: AgentError[] = [];
+    for (const url of urls) {
+      const transport = this.options.transports.find((t) => t.protocols.includes(url.protocol));
+      if (!transport) {
+        failures.push(new AgentError('UNAVAILABLE', `no configured channel dials ${url.protocol}// (${url.href})`));
+        continue;
+      }
+      try {
+        const channel = await transport.dial(url, { ...this.options.context, expectedPeer: peer, signal });
+        this.add(channel);
+        return channel;
+      } catch (error) {
+        failures.push(toAgentError(error, 'UNAVAILABLE'));
+      }
+    }
+    // A peer that answered with the wrong key is a security failure, not a reachability one: say so.
+    const unauthenticated = failures.find((f) => f.code === 'UNAUTHENTICATED');
+    if (unauthenticated) throw unauthenticated;
+    const detail = failures.map((f) => f.message).join('; ');
+    throw new AgentError('UNAVAILABLE', `cannot reach ${peer}: ${detail}`, { cause: failures[0] });
+  }
+}

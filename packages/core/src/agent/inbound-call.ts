@@ -1,0 +1,156 @@
+import { AgentError, toAgentError } from '../errors.js';
+import type { Channel, ChannelStream } from '../channel.js';
+import { FramedStream } from '../wire/framed-stream.js';
+import type { WireMessage } from '../wire/messages.js';
+import type { CallContext, HandlerEntry } from './handlers.js';
+
+type Request = Extract<WireMessage, { type: 'request' }>;
+
+export interface InboundDeps {
+  maxFrameSize: number;
+  handler(method: string): HandlerEntry | undefined;
+}
+
+/**
+ * Serves one stream a peer opened: reads the request, runs the handler, writes the reply, and watches the
+ * caller for cancellation while it runs. Never throws: every failure becomes an error frame or a reset.
+ */
+export async function serveInboundStream(stream: ChannelStream, channel: Channel, deps: InboundDeps): Promise<void> {
+  const framed = new FramedStream(stream, deps.maxFrameSize);
+  let first: WireMessage | undefined;
+  try {
+    first = await framed.receive();
+  } catch (error) {
+    stream.reset(toAgentError(error, 'PROTOCOL_ERROR'));
+    return;
+  }
+  if (first?.type === 'ping') {
+    await framed.send({ type: 'pong', nonce: first.nonce }).then(() => stream.end()).catch(() => undefined);
+    return;
+  }
+  if (first?.type !== 'request') {
+    stream.reset(new AgentError('PROTOCOL_ERROR', `a stream must start with a request, got ${first?.type ?? 'end of stream'}`));
+    return;
+  }
+  await new InboundCall(framed, channel, first, deps).run();
+}
+
+class InboundCall {
+  private readonly controller = new AbortController();
+  private timer: NodeJS.Timeout | undefined;
+  private replied = false;
+
+  constructor(
+    private readonly framed: FramedStream,
+    private readonly channel: Channel,
+    private readonly request: Request,
+    private readonly deps: InboundDeps,
+  ) {}
+
+  async run(): Promise<void> {
+    const { request } = this;
+    const entry = this.deps.handler(request.method);
+    if (!entry) return this.replyError(new AgentError('NO_HANDLER', `no handler for "${request.method}"`));
+    if (entry.kind === 'stream' && request.mode === 'unary') {
+      return this.replyError(new AgentError('INVALID_ARGUMENT', `"${request.method}" streams: call it with agent.stream()`));
+    }
+    const deadline = request.timeoutMs === null ? undefined : Date.now() + request.timeoutMs;
+    if (request.timeoutMs !== null) {
+      const ms = request.timeoutMs;
+      this.timer = setTimeout(() => this.abort(new AgentError('DEADLINE_EXCEEDED', `deadline of ${ms} ms exceeded`)), ms);
+    }
+    void this.watchCaller();
+    const context: CallContext = {
+      peer: this.channel.peer,
+      method: request.method,
+      signal: this.controller.signal,
+      deadline,
+      priority: request.priority,
+      metadata: request.metadata,
+    };
+    try {
+      if (entry.kind === 'unary') {
+        const body = await entry.handler(request.body, context);
+        this.checkNotAborted();
+        this.replied = true;
+        await this.framed.send({ type: 'response', body });
+      } else {
+        await this.pump(entry.handler(request.body, context));
+        this.replied = true;
+        await this.framed.send({ type: 'end' });
+      }
+      await this.framed.stream.end();
+    } catch (error) {
+      if (this.controller.signal.aborted) return; // the stream was reset when the call aborted
+      const failure = error instanceof AgentError ? error : new AgentError('HANDLER_ERROR', errorMessage(error), { cause: error });
+      await this.replyError(failure);
+    } finally {
+      clearTimeout(this.timer);
+    }
+  }
+
+  /** Moves items from the handler's generator to the stream; each write waits for credit (backpressure). */
+  private async pump(items: AsyncIterable<unknown>): Promise<void> {
+    const iterator = items[Symbol.asyncIterator]();
+    let done = false;
+    try {
+      for (;;) {
+        const next = await iterator.next();
+        if (next.done) {
+          done = true;
+          return;
+        }
+        this.checkNotAborted();
+        await this.framed.send({ type: 'item', body: next.value });
+      }
+    } finally {
+      // Runs the generator's `finally` when we stop early (cancel, deadline, write failure).
+      if (!done) void Promise.resolve(iterator.return?.()).catch(() => undefined);
+    }
+  }
+
+  /** After the request the caller sends nothing until it is done; anything else means it gave up. */
+  private async watchCaller(): Promise<void> {
+    try {
+      for (;;) {
+        const message = await this.framed.receive();
+        if (message === undefined) {
+          if (!this.replied) this.abort(new AgentError('CANCELLED', 'caller ended the stream'));
+          return;
+        }
+        if (message.type === 'cancel') {
+          this.abort(new AgentError(message.code, message.message, { remote: true }));
+          return;
+        }
+        this.abort(new AgentError('PROTOCOL_ERROR', `unexpected ${message.type} from the caller`));
+        return;
+      }
+    } catch (error) {
+      this.abort(toAgentError(error, 'CANCELLED'));
+    }
+  }
+
+  private abort(reason: AgentError): void {
+    if (this.controller.signal.aborted) return;
+    this.controller.abort(reason);
+    clearTimeout(this.timer);
+    this.framed.stream.reset(reason);
+  }
+
+  private checkNotAborted(): void {
+    if (this.controller.signal.aborted) throw this.controller.signal.reason;
+  }
+
+  private async replyError(error: AgentError): Promise<void> {
+    try {
+      await this.framed.send({ type: 'error', code: error.code, message: error.message });
+      await this.framed.stream.end();
+    } catch {
+      this.framed.stream.reset(error);
+    }
+  }
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,116 @@
+import { AgentError, toAgentError } from '../errors.js';
+import { abortReason } from '../util/abort.js';
+import type { FramedStream } from '../wire/framed-stream.js';
+import type { Priority } from '../wire/messages.js';
+
+export interface CallOptions {
+  /** Aborting it cancels the call on both sides (the remote handler's `ctx.signal` aborts too). */
+  signal?: AbortSignal;
+  /** Deadline relative to now, in milliseconds; it travels to the handler. */
+  timeoutMs?: number;
+  priority?: Priority;
+  metadata?: Record<string, string>;
+}
+
+/**
+ * The caller's half of one call: its deadline, its cancellation, and the stream once one is open. Whatever ends
+ * the call early (abort, deadline, a consumer that stops reading) resets the stream, which cancels the remote
+ * handler within one round trip.
+ */
+export class OutboundCall {
+  readonly deadline: number | undefined;
+  private readonly controller = new AbortController();
+  private readonly timer: NodeJS.Timeout | undefined;
+  private framed: FramedStream | undefined;
+  private finished = false;
+
+  constructor(
+    readonly method: string,
+    private readonly options: CallOptions,
+    defaultTimeoutMs: number | undefined,
+  ) {
+    const timeoutMs = options.timeoutMs ?? defaultTimeoutMs;
+    if (timeoutMs !== undefined) {
+      if (!Number.isFinite(timeoutMs) || timeoutMs < 0) {
+        throw new AgentError('INVALID_ARGUMENT', `timeoutMs must be a non-negative number, got ${timeoutMs}`);
+      }
+      this.deadline = Date.now() + timeoutMs;
+      this.timer = setTimeout(
+        () => this.abort(new AgentError('DEADLINE_EXCEEDED', `${method}: deadline of ${timeoutMs} ms exceeded`)),
+        timeoutMs,
+      );
+    }
+    const userSignal = options.signal;
+    if (userSignal?.aborted) this.abort(abortReason(userSignal));
+    else userSignal?.addEventListener('abort', this.onUserAbort, { once: true });
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  get completed(): boolean {
+    return this.finished;
+  }
+
+  get priority(): Priority {
+    return this.options.priority ?? 'normal';
+  }
+
+  get metadata(): Record<string, string> {
+    return this.options.metadata ?? {};
+  }
+
+  /** Milliseconds left before the deadline (never negative), or null without one. */
+  remainingMs(): number | null {
+    return this.deadline === undefined ? null : Math.max(0, this.deadline - Date.now());
+  }
+
+  attach(framed: FramedStream): void {
+    this.framed = framed;
+    if (this.signal.aborted) this.resetStream(abortReason(this.signal));
+  }
+
+  /** The call ended as the protocol says: end our side of the stream and stop the timers. */
+  complete(): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.dispose();
+    this.framed?.stream.end().catch(() => undefined);
+  }
+
+  /** Ends the call early; the peer's handler is cancelled with `reason.code`. */
+  abort(reason: AgentError): void {
+    if (this.finished || this.signal.aborted) return;
+    this.controller.abort(reason);
+    this.resetStream(reason);
+  }
+
+  /** The error the caller sees for a failure: the abort reason if the call was aborted, else the failure. */
+  fail(error: unknown): AgentError {
+    const failure = this.signal.aborted ? abortReason(this.signal) : toAgentError(error, 'UNAVAILABLE');
+    if (!this.finished) {
+      this.finished = true;
+      this.resetStream(failure);
+    }
+    this.dispose();
+    return failure;
+  }
+
+  dispose(): void {
+    clearTimeout(this.timer);
+    this.options.signal?.removeEventListener('abort', this.onUserAbort);
+  }
+
+  private readonly onUserAbort = (): void => {
+    if (this.options.signal) this.abort(abortReason(this.options.signal));
+  };
+
+  private resetStream(reason: AgentError): void {
+    const framed = this.framed;
+    if (!framed) return;
+    // The cancel frame carries the reason's text; the reset carries its code even if the frame is dropped.
+    framed.send({ type: 'cancel', code: reason.code, message: reason.message }).catch(() => undefined);
+    framed.stream.reset(reason);
+  }
+}

@@ -1,0 +1,86 @@
+import type { AgentError } from './errors.js';
+import type { AgentId } from './identity/agent-id.js';
+import type { TlsCredentials } from './identity/certificate.js';
+import type { Identity } from './identity/identity.js';
+import type { Priority } from './wire/messages.js';
+
+/**
+ * The contract every channel package implements. Small on purpose (like nats.js's transport): an authenticated
+ * connection to one peer carrying bidirectional byte streams. Everything above bytes — framing, calls,
+ * deadlines, cancellation, errors — lives in core and behaves the same on every channel.
+ */
+
+export type ChannelKind = 'ws' | 'quic' | 'http2' | 'relay' | (string & {});
+
+/** One bidirectional byte stream. One agentlink call uses exactly one stream. */
+export interface ChannelStream {
+  /** Resolves once the transport took the bytes within its flow-control credit: this is the backpressure. */
+  write(chunk: Uint8Array): Promise<void>;
+  /** Ends our sending side; the peer reads the end after all written bytes. */
+  end(): Promise<void>;
+  /**
+   * Reads the next chunk; resolves undefined once the peer ended its side.
+   * Rejects with an AgentError when the stream was reset (locally: with the given error; remotely: with the code
+   * the peer sent) or the channel closed.
+   */
+  read(): Promise<Uint8Array | undefined>;
+  /**
+   * Aborts both directions. The peer's pending and later reads/writes fail with `reason.code`; ours with
+   * `reason` itself. Idempotent; a no-op once the stream is done.
+   */
+  reset(reason: AgentError): void;
+}
+
+export interface OpenStreamOptions {
+  priority?: Priority;
+  signal?: AbortSignal;
+}
+
+export interface Channel {
+  readonly kind: ChannelKind;
+  /** The authenticated peer: the key it proved during the handshake. */
+  readonly peer: AgentId;
+  readonly remoteAddress: string;
+  openStream(options?: OpenStreamOptions): Promise<ChannelStream>;
+  /** Closes the channel; every open stream fails with `reason` (CLOSED when omitted). */
+  close(reason?: AgentError): Promise<void>;
+  /** Resolves with the reason once the channel is closed, by either side or by failure. Never rejects. */
+  readonly closed: Promise<AgentError>;
+  readonly isClosed: boolean;
+}
+
+/** What core gives a transport when it listens or dials. */
+export interface TransportContext {
+  identity: Identity;
+  /** TLS key and self-signed certificate of `identity` (see docs/security.md). */
+  tls: TlsCredentials;
+  /** Called for every stream a peer opens on a channel of this agent. */
+  onStream(stream: ChannelStream, channel: Channel): void;
+}
+
+export interface ListenContext extends TransportContext {
+  /** Called for every channel a peer opened to us, after authentication. */
+  onChannel(channel: Channel): void;
+}
+
+export interface DialContext extends TransportContext {
+  /** The AgentId being dialled: the channel must fail with UNAUTHENTICATED unless the peer proves this key. */
+  expectedPeer: AgentId;
+  signal: AbortSignal;
+}
+
+export interface Listener {
+  /** Dialable URLs, e.g. `wss://127.0.0.1:4433/agentlink`. */
+  readonly addresses: readonly string[];
+  close(): Promise<void>;
+}
+
+/** A channel kind an agent can use, made by a factory such as `webSocket({ port: 0 })`. */
+export interface Transport {
+  readonly kind: ChannelKind;
+  /** URL protocols this transport dials, e.g. `['wss:']`. */
+  readonly protocols: readonly string[];
+  /** Starts accepting channels; a transport configured without a listen address may return no addresses. */
+  listen(context: ListenContext): Promise<Listener>;
+  dial(address: URL, context: DialContext): Promise<Channel>;
+}

@@ -1,0 +1,67 @@
+/**
+ * One error class for everything agentlink reports. Codes are stable strings; each has a small number used
+ * where a transport carries only an integer (stream resets, close codes). Remote codes cross the wire, so
+ * the caller sees the code the peer raised.
+ */
+export const ERROR_CODES = {
+  UNKNOWN: 0,
+  CANCELLED: 1,
+  DEADLINE_EXCEEDED: 2,
+  UNAVAILABLE: 3,
+  NO_HANDLER: 4,
+  HANDLER_ERROR: 5,
+  FRAME_TOO_LARGE: 6,
+  PROTOCOL_ERROR: 7,
+  UNAUTHENTICATED: 8,
+  INVALID_ARGUMENT: 9,
+  RESOURCE_EXHAUSTED: 10,
+  INVALID_KEY_FILE: 11,
+  CLOSED: 12,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+const CODE_BY_NUMBER = new Map<number, ErrorCode>(
+  Object.entries(ERROR_CODES).map(([code, n]) => [n, code as ErrorCode]),
+);
+
+/** Codes a caller may retry (on another channel or later) without knowing whether the handler ran. */
+const RETRYABLE: ReadonlySet<ErrorCode> = new Set(['UNAVAILABLE', 'RESOURCE_EXHAUSTED', 'CLOSED']);
+
+export class AgentError extends Error {
+  override readonly name = 'AgentError';
+  /** True when the error was raised by the peer and carried over the wire. */
+  readonly remote: boolean;
+
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    options: { cause?: unknown; remote?: boolean } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.remote = options.remote ?? false;
+  }
+
+  get retryable(): boolean {
+    return RETRYABLE.has(this.code);
+  }
+}
+
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && Object.hasOwn(ERROR_CODES, value);
+}
+
+export function errorCodeToNumber(code: ErrorCode): number {
+  return ERROR_CODES[code];
+}
+
+export function errorCodeFromNumber(n: number): ErrorCode {
+  return CODE_BY_NUMBER.get(n) ?? 'UNKNOWN';
+}
+
+/** Normalises anything thrown into an AgentError, keeping AgentErrors as they are. */
+export function toAgentError(error: unknown, fallback: ErrorCode = 'UNKNOWN'): AgentError {
+  if (error instanceof AgentError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  return new AgentError(fallback, message, { cause: error });
+}

@@ -1,0 +1,77 @@
+import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
+import { AgentError } from '../errors.js';
+import { agentIdFromPublicKey, publicKeyFromAgentId, type AgentId } from './agent-id.js';
+
+/** SPKI DER prefix of an Ed25519 public key (RFC 8410); the raw 32-byte key follows it. */
+const ED25519_SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
+
+/** An agent's key pair. The private key never leaves this object except through `exportPrivateKeyPem`. */
+export class Identity {
+  readonly id: AgentId;
+  readonly publicKeyRaw: Uint8Array;
+
+  private constructor(
+    private readonly privateKey: KeyObject,
+    readonly publicKey: KeyObject,
+  ) {
+    this.publicKeyRaw = rawPublicKey(publicKey);
+    this.id = agentIdFromPublicKey(this.publicKeyRaw);
+  }
+
+  static generate(): Identity {
+    const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+    return new Identity(privateKey, publicKey);
+  }
+
+  static fromPrivateKey(key: KeyObject): Identity {
+    if (key.type !== 'private' || key.asymmetricKeyType !== 'ed25519') {
+      throw new AgentError('INVALID_ARGUMENT', 'an agent identity needs an Ed25519 private key');
+    }
+    return new Identity(key, createPublicKey(key));
+  }
+
+  static fromPrivateKeyPem(pem: string): Identity {
+    let key: KeyObject;
+    try {
+      key = createPrivateKey({ key: pem, format: 'pem' });
+    } catch (error) {
+      throw new AgentError('INVALID_ARGUMENT', 'not a PEM private key', { cause: error });
+    }
+    return Identity.fromPrivateKey(key);
+  }
+
+  sign(data: Uint8Array): Uint8Array {
+    return sign(null, data, this.privateKey);
+  }
+
+  exportPrivateKeyPem(): string {
+    return this.privateKey.export({ format: 'pem', type: 'pkcs8' }).toString();
+  }
+
+  /** Node's KeyObject for APIs (TLS, certificates) that need the private key itself. */
+  privateKeyObject(): KeyObject {
+    return this.privateKey;
+  }
+}
+
+export function rawPublicKey(key: KeyObject): Uint8Array {
+  if (key.asymmetricKeyType !== 'ed25519') {
+    throw new AgentError('UNAUTHENTICATED', `expected an Ed25519 key, got ${key.asymmetricKeyType ?? 'unknown'}`);
+  }
+  const der = key.export({ format: 'der', type: 'spki' });
+  return new Uint8Array(der.subarray(ED25519_SPKI_PREFIX.length));
+}
+
+export function publicKeyObject(id: AgentId): KeyObject {
+  const der = Buffer.concat([ED25519_SPKI_PREFIX, publicKeyFromAgentId(id)]);
+  return createPublicKey({ key: der, format: 'der', type: 'spki' });
+}
+
+/** Verifies an Ed25519 signature made by the agent `id`. */
+export function verifySignature(id: AgentId, data: Uint8Array, signature: Uint8Array): boolean {
+  try {
+    return verify(null, data, publicKeyObject(id), signature);
+  } catch {
+    return false;
+  }
+}

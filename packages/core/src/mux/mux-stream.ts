@@ -1,0 +1,174 @@
+import { AgentError } from '../errors.js';
+import type { ChannelStream } from '../channel.js';
+
+/** What a stream needs from its multiplexer; keeps MuxStream testable and free of pipe details. */
+export interface MuxStreamHost {
+  readonly maxChunk: number;
+  readonly congested: boolean;
+  sendData(id: number, chunk: Uint8Array): void;
+  sendWindow(id: number, increment: number): void;
+  sendFin(id: number): void;
+  sendReset(id: number, reason: AgentError): void;
+  /** Called once the stream needs no more routing: both sides ended, or it was reset. */
+  release(id: number): void;
+}
+
+interface Waiter<T> {
+  resolve(value: T): void;
+  reject(error: AgentError): void;
+}
+
+const RESOLVED = Promise.resolve();
+
+/** One multiplexed stream with yamux-style credit: the receiver grants bytes as its reader consumes them. */
+export class MuxStream implements ChannelStream {
+  private sendCredit: number;
+  private readonly queue: Uint8Array[] = [];
+  private queuedBytes = 0;
+  private unackedBytes = 0;
+  private pendingRead: Waiter<Uint8Array | undefined> | undefined;
+  private creditWaiters: Waiter<void>[] = [];
+  private localEnded = false;
+  private remoteEnded = false;
+  private failure: AgentError | undefined;
+
+  constructor(
+    readonly id: number,
+    private readonly host: MuxStreamHost,
+    private readonly window: number,
+  ) {
+    this.sendCredit = window;
+  }
+
+  write(chunk: Uint8Array): Promise<void> {
+    if (this.failure) return Promise.reject(this.failure);
+    if (this.localEnded) return Promise.reject(new AgentError('CLOSED', 'write after end'));
+    if (chunk.length <= this.sendCredit && chunk.length <= this.host.maxChunk && !this.host.congested) {
+      this.sendCredit -= chunk.length;
+      this.host.sendData(this.id, chunk);
+      return RESOLVED;
+    }
+    return this.writeInPieces(chunk);
+  }
+
+  private async writeInPieces(chunk: Uint8Array): Promise<void> {
+    let offset = 0;
+    while (offset < chunk.length) {
+      if (this.sendCredit === 0 || this.host.congested) await this.waitForCredit();
+      if (this.failure) throw this.failure;
+      const size = Math.min(this.sendCredit, this.host.maxChunk, chunk.length - offset);
+      this.sendCredit -= size;
+      this.host.sendData(this.id, chunk.subarray(offset, offset + size));
+      offset += size;
+    }
+  }
+
+  private waitForCredit(): Promise<void> {
+    return new Promise((resolve, reject) => this.creditWaiters.push({ resolve, reject }));
+  }
+
+  end(): Promise<void> {
+    if (this.failure) return Promise.reject(this.failure);
+    if (this.localEnded) return RESOLVED;
+    this.localEnded = true;
+    this.host.sendFin(this.id);
+    this.releaseIfDone();
+    return RESOLVED;
+  }
+
+  read(): Promise<Uint8Array | undefined> {
+    if (this.failure) return Promise.reject(this.failure);
+    const chunk = this.queue.shift();
+    if (chunk) {
+      this.consumed(chunk.length);
+      return Promise.resolve(chunk);
+    }
+    if (this.remoteEnded) return Promise.resolve(undefined);
+    if (this.pendingRead) return Promise.reject(new AgentError('INVALID_ARGUMENT', 'concurrent read on one stream'));
+    return new Promise((resolve, reject) => {
+      this.pendingRead = { resolve, reject };
+    });
+  }
+
+  reset(reason: AgentError): void {
+    if (this.failure || (this.localEnded && this.remoteEnded)) return;
+    this.host.sendReset(this.id, reason);
+    this.fail(reason);
+  }
+
+  // ---- called by the multiplexer -------------------------------------------------------------------------
+
+  onData(chunk: Uint8Array): void {
+    if (this.failure || this.remoteEnded) return;
+    if (this.queuedBytes + this.unackedBytes + chunk.length > this.window) {
+      this.reset(new AgentError('PROTOCOL_ERROR', 'peer exceeded the stream flow-control window'));
+      return;
+    }
+    const reader = this.pendingRead;
+    if (reader) {
+      this.pendingRead = undefined;
+      this.unackedBytes += chunk.length;
+      this.maybeGrantCredit();
+      reader.resolve(chunk);
+      return;
+    }
+    this.queue.push(chunk);
+    this.queuedBytes += chunk.length;
+  }
+
+  onWindow(increment: number): void {
+    if (this.failure) return;
+    this.sendCredit += increment;
+    this.wakeWriters();
+  }
+
+  onFin(): void {
+    if (this.failure || this.remoteEnded) return;
+    this.remoteEnded = true;
+    const reader = this.pendingRead;
+    if (reader && this.queue.length === 0) {
+      this.pendingRead = undefined;
+      reader.resolve(undefined);
+    }
+    this.releaseIfDone();
+  }
+
+  /** The peer reset the stream, or the channel closed under it. */
+  fail(reason: AgentError): void {
+    if (this.failure) return;
+    this.failure = reason;
+    this.queue.length = 0;
+    this.queuedBytes = 0;
+    const reader = this.pendingRead;
+    this.pendingRead = undefined;
+    reader?.reject(reason);
+    const waiters = this.creditWaiters;
+    this.creditWaiters = [];
+    for (const waiter of waiters) waiter.reject(reason);
+    this.host.release(this.id);
+  }
+
+  /** The pipe drained: writers blocked on congestion may continue. */
+  wakeWriters(): void {
+    if (this.creditWaiters.length === 0 || this.sendCredit === 0 || this.host.congested) return;
+    const waiters = this.creditWaiters;
+    this.creditWaiters = [];
+    for (const waiter of waiters) waiter.resolve();
+  }
+
+  private consumed(bytes: number): void {
+    this.queuedBytes -= bytes;
+    this.unackedBytes += bytes;
+    this.maybeGrantCredit();
+  }
+
+  private maybeGrantCredit(): void {
+    if (this.remoteEnded || this.unackedBytes < this.window / 2) return;
+    this.host.sendWindow(this.id, this.unackedBytes);
+    this.unackedBytes = 0;
+  }
+
+  private releaseIfDone(): void {
+    if (this.localEnded && this.remoteEnded) this.host.release(this.id);
+  }
+}

@@ -1,0 +1,207 @@
+import { AgentError, errorCodeFromNumber, errorCodeToNumber } from '../errors.js';
+import type { Channel, ChannelKind, ChannelStream, OpenStreamOptions } from '../channel.js';
+import type { AgentId } from '../identity/agent-id.js';
+import { encodeGoaway, encodeMuxFrame, encodeU32Frame, MUX_HEADER_BYTES, MuxFrameType } from './mux-frame.js';
+import { MuxStream, type MuxStreamHost } from './mux-stream.js';
+import { readU32 } from '../util/bytes.js';
+
+/** The one ordered, message-preserving pipe a channel without native streams provides (a WebSocket, a relay). */
+export interface MessagePipe {
+  /** Queues one message for the peer, in order. */
+  send(message: Uint8Array): void;
+  /** Bytes queued in the transport but not yet handed to the OS. */
+  readonly bufferedAmount: number;
+  /** Closes the underlying connection. The transport then calls `pipeClosed`. */
+  close(reason: AgentError): void;
+}
+
+export interface MuxOptions {
+  /** Per-stream receive window in bytes (default 256 KiB). */
+  window?: number;
+  /** Largest DATA frame body (default 64 KiB). */
+  maxChunk?: number;
+  /** Streams the peer may have open at once (default 1024); more are refused with RESOURCE_EXHAUSTED. */
+  maxInboundStreams?: number;
+  /** Writers wait while the pipe holds more than this many unsent bytes (default 1 MiB). */
+  highWaterMark?: number;
+}
+
+export interface MuxedChannelInit extends MuxOptions {
+  kind: ChannelKind;
+  peer: AgentId;
+  remoteAddress: string;
+  pipe: MessagePipe;
+  /** The dialer opens odd stream ids, the listener even ones, so both can open streams without collisions. */
+  role: 'dialer' | 'listener';
+  onStream(stream: ChannelStream, channel: Channel): void;
+}
+
+/**
+ * A Channel made of one message pipe and a yamux-like multiplexer: many streams with per-stream flow control.
+ * A transport with only a pipe (WebSocket, relay) builds one of these and feeds it incoming messages.
+ */
+export class MuxedChannel implements Channel, MuxStreamHost {
+  readonly kind: ChannelKind;
+  readonly peer: AgentId;
+  readonly remoteAddress: string;
+  readonly closed: Promise<AgentError>;
+  readonly maxChunk: number;
+
+  private readonly pipe: MessagePipe;
+  private readonly window: number;
+  private readonly maxInboundStreams: number;
+  private readonly highWaterMark: number;
+  private readonly onStream: MuxedChannelInit['onStream'];
+  private readonly streams = new Map<number, MuxStream>();
+  private nextId: number;
+  private inboundCount = 0;
+  private closeReason: AgentError | undefined;
+  private goawayReason: AgentError | undefined;
+  private resolveClosed!: (reason: AgentError) => void;
+
+  constructor(init: MuxedChannelInit) {
+    this.kind = init.kind;
+    this.peer = init.peer;
+    this.remoteAddress = init.remoteAddress;
+    this.pipe = init.pipe;
+    this.onStream = init.onStream;
+    this.window = init.window ?? 256 * 1024;
+    this.maxChunk = init.maxChunk ?? 64 * 1024;
+    this.maxInboundStreams = init.maxInboundStreams ?? 1024;
+    this.highWaterMark = init.highWaterMark ?? 1024 * 1024;
+    this.nextId = init.role === 'dialer' ? 1 : 2;
+    this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
+  }
+
+  get isClosed(): boolean {
+    return this.closeReason !== undefined;
+  }
+
+  get congested(): boolean {
+    return this.pipe.bufferedAmount > this.highWaterMark;
+  }
+
+  async openStream(_options?: OpenStreamOptions): Promise<ChannelStream> {
+    if (this.closeReason) throw this.closeReason;
+    const id = this.nextId;
+    if (id > 0xffff_ffff) throw new AgentError('RESOURCE_EXHAUSTED', 'stream ids exhausted on this channel');
+    this.nextId += 2;
+    const stream = new MuxStream(id, this, this.window);
+    this.streams.set(id, stream);
+    this.pipe.send(encodeMuxFrame(MuxFrameType.open, id));
+    return stream;
+  }
+
+  async close(reason = new AgentError('CLOSED', 'channel closed')): Promise<void> {
+    if (this.closeReason) return;
+    this.send(encodeGoaway(errorCodeToNumber(reason.code), reason.message));
+    this.shutdown(reason);
+    this.pipe.close(reason);
+  }
+
+  // ---- called by the transport ---------------------------------------------------------------------------
+
+  /** Feeds one message from the pipe. A malformed message closes the channel with PROTOCOL_ERROR. */
+  receive(message: Uint8Array): void {
+    if (this.closeReason) return;
+    if (message.length < MUX_HEADER_BYTES) return this.protocolError('mux frame shorter than its header');
+    const type = message[0];
+    const id = readU32(message, 1);
+    const body = message.subarray(MUX_HEADER_BYTES);
+    switch (type) {
+      case MuxFrameType.open:
+        return this.acceptStream(id);
+      case MuxFrameType.data:
+        this.streams.get(id)?.onData(body);
+        return;
+      case MuxFrameType.window:
+        if (body.length !== 4) return this.protocolError('window frame body must be 4 bytes');
+        this.streams.get(id)?.onWindow(readU32(body, 0));
+        return;
+      case MuxFrameType.fin:
+        this.streams.get(id)?.onFin();
+        return;
+      case MuxFrameType.reset: {
+        if (body.length !== 4) return this.protocolError('reset frame body must be 4 bytes');
+        const code = errorCodeFromNumber(readU32(body, 0));
+        this.streams.get(id)?.fail(new AgentError(code, `stream reset by peer (${code})`, { remote: true }));
+        return;
+      }
+      case MuxFrameType.goaway: {
+        if (body.length < 4) return this.protocolError('goaway frame body too short');
+        const code = errorCodeFromNumber(readU32(body, 0));
+        const text = Buffer.from(body.subarray(4)).toString('utf8');
+        this.goawayReason = new AgentError(code === 'CLOSED' ? 'UNAVAILABLE' : code, `peer closed the channel: ${text}`, {
+          remote: true,
+        });
+        return;
+      }
+      default:
+        return this.protocolError(`unknown mux frame type ${type}`);
+    }
+  }
+
+  /** The pipe is gone (closed by either side or broken): fail everything still open. */
+  pipeClosed(reason: AgentError): void {
+    this.shutdown(this.goawayReason ?? reason);
+  }
+
+  /** The pipe sent some buffered bytes: wake writers that waited for it to drain. */
+  drained(): void {
+    if (this.congested) return;
+    for (const stream of this.streams.values()) stream.wakeWriters();
+  }
+
+  // ---- MuxStreamHost -------------------------------------------------------------------------------------
+
+  sendData(id: number, chunk: Uint8Array): void {
+    this.send(encodeMuxFrame(MuxFrameType.data, id, chunk));
+  }
+
+  sendWindow(id: number, increment: number): void {
+    this.send(encodeU32Frame(MuxFrameType.window, id, increment));
+  }
+
+  sendFin(id: number): void {
+    this.send(encodeMuxFrame(MuxFrameType.fin, id));
+  }
+
+  sendReset(id: number, reason: AgentError): void {
+    this.send(encodeU32Frame(MuxFrameType.reset, id, errorCodeToNumber(reason.code)));
+  }
+
+  release(id: number): void {
+    if (this.streams.delete(id) && id % 2 !== this.nextId % 2) this.inboundCount--;
+  }
+
+  // ---- internals -----------------------------------------------------------------------------------------
+
+  private send(frame: Uint8Array): void {
+    if (!this.closeReason) this.pipe.send(frame);
+  }
+
+  private acceptStream(id: number): void {
+    if (id % 2 === this.nextId % 2 || id === 0) return this.protocolError(`peer opened stream ${id} with our parity`);
+    if (this.streams.has(id)) return this.protocolError(`peer reopened live stream ${id}`);
+    if (this.inboundCount >= this.maxInboundStreams) {
+      this.send(encodeU32Frame(MuxFrameType.reset, id, errorCodeToNumber('RESOURCE_EXHAUSTED')));
+      return;
+    }
+    const stream = new MuxStream(id, this, this.window);
+    this.streams.set(id, stream);
+    this.inboundCount++;
+    this.onStream(stream, this);
+  }
+
+  private protocolError(message: string): void {
+    void this.close(new AgentError('PROTOCOL_ERROR', message));
+  }
+
+  private shutdown(reason: AgentError): void {
+    if (this.closeReason) return;
+    this.closeReason = reason;
+    for (const stream of [...this.streams.values()]) stream.fail(reason);
+    this.streams.clear();
+    this.resolveClosed(reason);
+  }
+}

@@ -1,0 +1,65 @@
+import { AgentError, MuxedChannel, type AgentId, type Channel, type ChannelStream, type MuxOptions } from '@agentlink/core';
+import type { WebSocket } from 'ws';
+
+/** WebSocket close codes (RFC 6455) used to say why a channel closed. */
+const NORMAL_CLOSURE = 1000;
+const PROTOCOL_ERROR = 1002;
+const CLOSE_HANDSHAKE_MS = 2000;
+
+/**
+ * Turns an open, authenticated WebSocket into an agentlink Channel: each binary message is one mux frame.
+ * Everything else (streams, flow control, reasons) is core's MuxedChannel.
+ */
+export function channelOverWebSocket(
+  socket: WebSocket,
+  init: {
+    peer: AgentId;
+    remoteAddress: string;
+    role: 'dialer' | 'listener';
+    onStream(stream: ChannelStream, channel: Channel): void;
+    mux?: MuxOptions;
+  },
+): Channel {
+  // One shared callback per socket (no closure per frame): each completed send may have drained the buffer.
+  const onSent = (): void => channel.drained();
+  const channel = new MuxedChannel({
+    ...init.mux,
+    kind: 'ws',
+    peer: init.peer,
+    remoteAddress: init.remoteAddress,
+    role: init.role,
+    onStream: init.onStream,
+    pipe: {
+      send: (message) => socket.send(message, { binary: true }, onSent),
+      get bufferedAmount() {
+        return socket.bufferedAmount;
+      },
+      close: (reason) => {
+        const code = reason.code === 'PROTOCOL_ERROR' ? PROTOCOL_ERROR : NORMAL_CLOSURE;
+        socket.close(code, truncateReason(reason.message));
+        // A dead peer never answers the closing handshake: do not let it hold the socket (or the process).
+        setTimeout(() => socket.terminate(), CLOSE_HANDSHAKE_MS).unref();
+      },
+    },
+  });
+  socket.on('message', (data, isBinary) => {
+    if (!isBinary) {
+      void channel.close(new AgentError('PROTOCOL_ERROR', 'text message on an agentlink channel'));
+      return;
+    }
+    channel.receive(data as Buffer);
+  });
+  socket.on('close', (code, reason) => {
+    channel.pipeClosed(new AgentError('UNAVAILABLE', `connection to ${init.remoteAddress} closed (${code} ${reason.toString()})`.trim()));
+  });
+  socket.on('error', () => {
+    // 'close' follows every 'error'; the channel reports it there.
+  });
+  return channel;
+}
+
+/** A close reason must fit in 123 bytes of UTF-8. */
+function truncateReason(text: string): string {
+  const bytes = Buffer.from(text, 'utf8');
+  return bytes.length <= 123 ? text : bytes.subarray(0, 120).toString('utf8') + '...';
+}

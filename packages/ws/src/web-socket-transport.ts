@@ -1,0 +1,177 @@
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import {
+  AgentError,
+  authenticatePeer,
+  type Channel,
+  type DialContext,
+  type ListenContext,
+  type Listener,
+  type MuxOptions,
+  type Transport,
+} from '@agentlink/core';
+import { WebSocket, WebSocketServer } from 'ws';
+import { channelOverWebSocket } from './web-socket-pipe.js';
+
+export interface WebSocketOptions {
+  /** Port to listen on (0 = any free port). Omit both port and host to only dial. */
+  port?: number;
+  /** Address to listen on (default 127.0.0.1 when only a port is given). */
+  host?: string;
+  /** URL path of the endpoint (default /agentlink). */
+  path?: string;
+  /** Largest WebSocket message accepted; mux frames are at most `mux.maxChunk` + 5 bytes (default 1 MiB). */
+  maxPayload?: number;
+  /** Per-stream flow control of the multiplexer. */
+  mux?: MuxOptions;
+}
+
+const DEFAULT_PATH = '/agentlink';
+const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+
+/**
+ * The WebSocket channel: `wss://` over TLS 1.3 where both sides present a self-signed certificate of their
+ * agent key and pin the peer's key (the identity model of every agentlink channel). Streams are core's mux.
+ */
+export function webSocket(options: WebSocketOptions = {}): Transport {
+  const path = options.path ?? DEFAULT_PATH;
+  const maxPayload = options.maxPayload ?? DEFAULT_MAX_PAYLOAD;
+  const listens = options.port !== undefined || options.host !== undefined;
+
+  return {
+    kind: 'ws',
+    protocols: ['wss:'],
+
+    async listen(context: ListenContext): Promise<Listener> {
+      if (!listens) return { addresses: [], close: async () => undefined };
+      const server = createServer({
+        key: context.tls.key,
+        cert: context.tls.cert,
+        minVersion: 'TLSv1.3',
+        requestCert: true,
+        // There is no CA: the peer is trusted for the key it proves, checked below, not for a chain.
+        rejectUnauthorized: false,
+      });
+      const wss = new WebSocketServer({ noServer: true, maxPayload, perMessageDeflate: false });
+      server.on('upgrade', (request, socket, head) => {
+        const tlsSocket = socket as TLSSocket;
+        if (new URL(request.url ?? '/', 'https://x').pathname !== path) return refuse(socket, 404, 'Not Found');
+        let peer;
+        try {
+          peer = authenticatePeer(tlsSocket);
+        } catch (error) {
+          return refuse(socket, 401, (error as Error).message);
+        }
+        wss.handleUpgrade(request, socket, head, (ws) => {
+          const channel = channelOverWebSocket(ws, {
+            peer,
+            remoteAddress: `${tlsSocket.remoteAddress}:${tlsSocket.remotePort}`,
+            role: 'listener',
+            onStream: context.onStream,
+            mux: options.mux,
+          });
+          context.onChannel(channel);
+        });
+      });
+      server.on('request', (_request, response) => {
+        response.writeHead(426, { 'content-type': 'text/plain' }).end('agentlink: WebSocket upgrade required\n');
+      });
+      // Garbage on the port or a failed handshake costs that one socket, nothing else.
+      server.on('tlsClientError', (_error, socket) => socket.destroy());
+      server.on('clientError', (_error, socket) => socket.destroy());
+      const host = options.host ?? '127.0.0.1';
+      await listen(server, options.port ?? 0, host);
+      const { port } = server.address() as AddressInfo;
+      return {
+        addresses: [`wss://${formatHost(host)}:${port}${path}`],
+        close: () => closeServer(server, wss),
+      };
+    },
+
+    dial(address: URL, context: DialContext): Promise<Channel> {
+      return new Promise<Channel>((resolve, reject) => {
+        if (context.signal.aborted) return reject(dialAborted(context.signal));
+        const ws = new WebSocket(address, {
+          key: context.tls.key,
+          cert: context.tls.cert,
+          minVersion: 'TLSv1.3',
+          rejectUnauthorized: false,
+          maxPayload,
+          perMessageDeflate: false,
+        });
+        let settled = false;
+        const fail = (error: AgentError): void => {
+          if (settled) return;
+          settled = true;
+          context.signal.removeEventListener('abort', onAbort);
+          ws.terminate();
+          reject(error);
+        };
+        const onAbort = (): void => fail(dialAborted(context.signal));
+        context.signal.addEventListener('abort', onAbort, { once: true });
+        let remoteAddress = address.host;
+        ws.on('upgrade', (response) => {
+          const socket = response.socket as TLSSocket;
+          remoteAddress = `${socket.remoteAddress}:${socket.remotePort}`;
+          try {
+            authenticatePeer(socket, context.expectedPeer);
+          } catch (error) {
+            fail(error as AgentError);
+          }
+        });
+        ws.on('unexpected-response', (_request, response) => {
+          fail(new AgentError(response.statusCode === 401 ? 'UNAUTHENTICATED' : 'UNAVAILABLE', `${address.href} answered HTTP ${response.statusCode}`));
+        });
+        ws.on('error', (error) => fail(new AgentError('UNAVAILABLE', `cannot reach ${address.href}: ${error.message}`, { cause: error })));
+        ws.on('open', () => {
+          if (settled) return;
+          settled = true;
+          context.signal.removeEventListener('abort', onAbort);
+          resolve(
+            channelOverWebSocket(ws, {
+              peer: context.expectedPeer,
+              remoteAddress,
+              role: 'dialer',
+              onStream: context.onStream,
+              mux: options.mux,
+            }),
+          );
+        });
+      });
+    },
+  };
+}
+
+function dialAborted(signal: AbortSignal): AgentError {
+  const reason: unknown = signal.reason;
+  if (reason instanceof AgentError) return reason;
+  const timedOut = reason instanceof Error && reason.name === 'TimeoutError';
+  return new AgentError(timedOut ? 'UNAVAILABLE' : 'CANCELLED', timedOut ? 'connect timed out' : 'dial aborted', { cause: reason });
+}
+
+function refuse(socket: import('node:stream').Duplex, status: number, message: string): void {
+  socket.end(`HTTP/1.1 ${status} ${message.replace(/[\r\n]/g, ' ')}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+}
+
+function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+async function closeServer(server: Server, wss: WebSocketServer): Promise<void> {
+  for (const client of wss.clients) client.terminate();
+  wss.close();
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeAllConnections();
+  await closed;
+}
+
+function formatHost(host: string): string {
+  return host.includes(':') ? `[${host}]` : host;
+}

@@ -1,0 +1,56 @@
+import { EventEmitter } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { AgentError, type Agent, type ErrorCode } from '@agentlink/core';
+
+/**
+ * The methods every conformance peer serves. `events` lets in-process tests observe the handler side:
+ * 'finally' (method, abort reason), 'produced' (count), 'aborted' (reason).
+ */
+export function installConformanceHandlers(agent: Agent, events = new EventEmitter()): EventEmitter {
+  agent.handle('echo', (body: unknown) => body);
+  agent.handle('context', (_body: unknown, ctx) => ({
+    peer: ctx.peer,
+    method: ctx.method,
+    deadline: ctx.deadline ?? null,
+    priority: ctx.priority,
+    metadata: ctx.metadata,
+  }));
+  agent.handle('throw', (message: string) => {
+    throw new Error(message);
+  });
+  agent.handle('throw-code', ({ code, message }: { code: ErrorCode; message: string }) => {
+    throw new AgentError(code, message);
+  });
+  agent.handle('wait-for-abort', (_body: unknown, ctx) => {
+    return new Promise((_resolve, reject) => {
+      ctx.signal.addEventListener('abort', () => {
+        events.emit('aborted', ctx.signal.reason);
+        reject(ctx.signal.reason);
+      });
+    });
+  });
+  agent.handleStream('tokens', async function* (body: { count: number; delayMs?: number }, ctx) {
+    try {
+      for (let i = 0; i < body.count; i++) {
+        if (body.delayMs) await sleep(body.delayMs, undefined, { signal: ctx.signal });
+        yield `token-${i}`;
+      }
+    } finally {
+      events.emit('finally', 'tokens', ctx.signal.reason);
+    }
+  });
+  agent.handleStream('firehose', async function* (body: { itemBytes: number }, ctx) {
+    let produced = 0;
+    try {
+      for (;;) {
+        produced++;
+        events.emit('produced', produced);
+        yield Buffer.alloc(body.itemBytes, produced % 251);
+      }
+    } finally {
+      events.emit('finally', 'firehose', ctx.signal.reason);
+    }
+  });
+  agent.handle('call-back', (body: unknown, ctx) => agent.send(ctx.peer, 'echo', body));
+  return events;
+}

@@ -1,0 +1,277 @@
+import { once, type EventEmitter } from 'node:events';
+import { randomBytes } from 'node:crypto';
+import { createSocket } from 'node:dgram';
+import { connect } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { AgentError, Identity, createAgent, type Agent } from '@agentlink/core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { firstLine, spawnScript, startPeerProcess } from './child-process.js';
+import { installConformanceHandlers } from './handlers.js';
+import { loadFactory, type ConformanceTarget, type TransportFactory } from './target.js';
+
+/** Resolves with the AgentError a promise rejects with; fails the test if it resolves or throws anything else. */
+async function rejection(promise: Promise<unknown>): Promise<AgentError> {
+  try {
+    await promise;
+  } catch (error) {
+    expect(error).toBeInstanceOf(AgentError);
+    return error as AgentError;
+  }
+  throw new Error('expected the call to fail, but it succeeded');
+}
+
+function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  return Promise.race([promise, sleep(ms).then(() => Promise.reject(new Error(`${what} did not happen within ${ms} ms`)))]);
+}
+
+/**
+ * The behaviour every agentlink channel must have. A channel package calls this from one test file with its
+ * target; the suite starts real agents on loopback (and peer processes it can kill) and talks over real sockets.
+ */
+export function runConformanceSuite(target: ConformanceTarget): void {
+  describe(`conformance: ${target.name}`, () => {
+    let factory: TransportFactory;
+    let server: Agent;
+    let client: Agent;
+    let events: EventEmitter;
+    let address: string;
+    const dialer = (): ReturnType<TransportFactory> => factory(target.dialOptions ?? {});
+
+    beforeAll(async () => {
+      factory = await loadFactory(target);
+      server = await createAgent({ channels: [factory(target.listenOptions)] });
+      events = installConformanceHandlers(server);
+      client = await createAgent({ channels: [dialer()] });
+      client.handle('echo', (body: unknown) => body);
+      address = server.addresses[0]!;
+    });
+
+    afterAll(async () => {
+      await client?.close();
+      await server?.close();
+    });
+
+    it('echoes nested, unicode and binary values unchanged', async () => {
+      const body = { text: 'héllo 🌍', n: 42, big: 2 ** 40, f: 1.5, list: [1, null, true], bytes: new Uint8Array([0, 1, 255]) };
+      const reply = await client.send<typeof body>(address, 'echo', body);
+      expect(reply.text).toBe(body.text);
+      expect(reply.big).toBe(body.big);
+      expect(reply.list).toEqual(body.list);
+      expect(Buffer.from(reply.bytes)).toEqual(Buffer.from([0, 1, 255]));
+    });
+
+    it('moves a 1 MiB binary body both ways intact', async () => {
+      const body = randomBytes(1024 * 1024);
+      const reply = await client.send<Uint8Array>(address, 'echo', body);
+      expect(Buffer.from(reply).equals(body)).toBe(true);
+    });
+
+    it('streams 1,000 tokens in order', async () => {
+      const tokens: string[] = [];
+      for await (const token of client.stream<string>(address, 'tokens', { count: 1000 })) tokens.push(token);
+      expect(tokens).toEqual(Array.from({ length: 1000 }, (_, i) => `token-${i}`));
+    });
+
+    it("cancels the remote generator when the caller breaks out: the producer's finally runs", async () => {
+      const finished = once(events, 'finally');
+      const seen: string[] = [];
+      // No delay: the generator never looks at ctx.signal, so only the cancel can stop it.
+      for await (const token of client.stream<string>(address, 'tokens', { count: 1_000_000 })) {
+        seen.push(token);
+        if (seen.length === 5) break;
+      }
+      const [method, reason] = await within(finished, 2000, "the producer's finally");
+      expect(method).toBe('tokens');
+      expect((reason as AgentError).code).toBe('CANCELLED');
+    });
+
+    it('cancels the remote generator when the caller aborts its signal', async () => {
+      const finished = once(events, 'finally');
+      const controller = new AbortController();
+      const consume = (async () => {
+        for await (const token of client.stream<string>(address, 'tokens', { count: 1_000_000, delayMs: 1 }, { signal: controller.signal })) {
+          if (token === 'token-3') controller.abort();
+        }
+      })();
+      expect((await rejection(consume)).code).toBe('CANCELLED');
+      const [, reason] = await within(finished, 2000, "the producer's finally");
+      expect((reason as AgentError).code).toBe('CANCELLED');
+    });
+
+    it('a passed deadline gives DEADLINE_EXCEEDED to the caller and to the handler', async () => {
+      const aborted = once(events, 'aborted');
+      const started = Date.now();
+      const error = await rejection(client.send(address, 'wait-for-abort', null, { timeoutMs: 200 }));
+      expect(error.code).toBe('DEADLINE_EXCEEDED');
+      expect(Date.now() - started).toBeLessThan(2000);
+      const [reason] = await within(aborted, 2000, 'the handler abort');
+      expect((reason as AgentError).code).toBe('DEADLINE_EXCEEDED');
+    });
+
+    it('passes the caller id, deadline, priority and metadata to the handler', async () => {
+      const before = Date.now();
+      const context = await client.send<Record<string, unknown>>(address, 'context', null, {
+        timeoutMs: 5000,
+        priority: 'high',
+        metadata: { trace: 'abc' },
+      });
+      expect(context.peer).toBe(client.id);
+      expect(context.method).toBe('context');
+      expect(context.priority).toBe('high');
+      expect(context.metadata).toEqual({ trace: 'abc' });
+      expect(context.deadline as number).toBeGreaterThanOrEqual(before + 4000);
+      expect(context.deadline as number).toBeLessThanOrEqual(Date.now() + 5000);
+    });
+
+    it('a throwing handler gives HANDLER_ERROR with its message', async () => {
+      const error = await rejection(client.send(address, 'throw', 'the model is on fire'));
+      expect(error.code).toBe('HANDLER_ERROR');
+      expect(error.message).toBe('the model is on fire');
+      expect(error.remote).toBe(true);
+    });
+
+    it("a handler's AgentError code crosses the wire", async () => {
+      const error = await rejection(client.send(address, 'throw-code', { code: 'RESOURCE_EXHAUSTED', message: 'quota' }));
+      expect(error.code).toBe('RESOURCE_EXHAUSTED');
+      expect(error.message).toBe('quota');
+    });
+
+    it('an unknown method fails fast with NO_HANDLER', async () => {
+      const started = Date.now();
+      const error = await rejection(client.send(address, 'no-such-method', null, { timeoutMs: 10_000 }));
+      expect(error.code).toBe('NO_HANDLER');
+      expect(Date.now() - started).toBeLessThan(1000);
+    });
+
+    it('a frame over the receiver limit gives FRAME_TOO_LARGE and the channel survives', async () => {
+      const small = await createAgent({ channels: [factory(target.listenOptions)], maxFrameSize: 64 * 1024 });
+      installConformanceHandlers(small);
+      try {
+        const smallAddress = small.addresses[0]!;
+        expect(await client.send(smallAddress, 'echo', 'warm-up')).toBe('warm-up');
+        const [channel] = client.channels(small.id);
+        const error = await rejection(client.send(smallAddress, 'echo', randomBytes(256 * 1024)));
+        expect(error.code).toBe('FRAME_TOO_LARGE');
+        expect(await client.send(smallAddress, 'echo', 'still here')).toBe('still here');
+        expect(client.channels(small.id)).toEqual([channel]);
+      } finally {
+        await small.close();
+      }
+    });
+
+    it('a body over the sender limit fails locally with FRAME_TOO_LARGE', async () => {
+      const tight = await createAgent({ channels: [dialer()], maxFrameSize: 1024 });
+      try {
+        const error = await rejection(tight.send(address, 'echo', randomBytes(4096)));
+        expect(error.code).toBe('FRAME_TOO_LARGE');
+        expect(await tight.send(address, 'echo', 'ok')).toBe('ok');
+      } finally {
+        await tight.close();
+      }
+    });
+
+    it('garbage bytes on the listening port are refused without disturbing service', async () => {
+      const { hostname, port } = new URL(address.slice(address.indexOf('@') + 1));
+      const host = hostname.replace(/^\[|\]$/g, '');
+      if (target.socket === 'tcp') {
+        for (let i = 0; i < 5; i++) {
+          const socket = connect(Number(port), host);
+          socket.on('error', () => undefined);
+          await once(socket, 'connect');
+          socket.write(randomBytes(64 * 1024));
+          await within(once(socket, 'close'), 5000, 'the server closing a garbage connection');
+        }
+      } else {
+        const socket = createSocket(host.includes(':') ? 'udp6' : 'udp4');
+        for (let i = 0; i < 200; i++) socket.send(randomBytes(1 + (i % 1200)), Number(port), host);
+        await sleep(100);
+        socket.close();
+      }
+      expect(await client.send(address, 'echo', 'after garbage')).toBe('after garbage');
+    });
+
+    it('garbage inside a stream resets that stream with PROTOCOL_ERROR; the channel survives', async () => {
+      await client.send(address, 'echo', 'warm-up');
+      const [channel] = client.channels(server.id);
+      const stream = await channel!.openStream();
+      const frame = Buffer.from([0, 0, 0, 5, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1]); // 0xc1 is never valid msgpack
+      await stream.write(frame);
+      const error = await rejection(within(stream.read(), 5000, 'the stream reset'));
+      expect(error.code).toBe('PROTOCOL_ERROR');
+      expect(await client.send(address, 'echo', 'fine')).toBe('fine');
+      expect(client.channels(server.id)).toEqual([channel]);
+    });
+
+    it('a peer proving another key than the one dialled is refused with UNAUTHENTICATED', async () => {
+      const impostor = Identity.generate().id;
+      const url = address.slice(address.indexOf('@') + 1);
+      const error = await rejection(client.send(`${impostor}@${url}`, 'echo', 'secret'));
+      expect(error.code).toBe('UNAUTHENTICATED');
+      expect(client.channels(impostor)).toEqual([]);
+    });
+
+    it('a slow consumer stalls the producer: bytes in flight stay bounded', async () => {
+      const itemBytes = 64 * 1024;
+      let produced = 0;
+      const onProduced = (n: number): void => void (produced = n);
+      events.on('produced', onProduced);
+      const finished = once(events, 'finally');
+      try {
+        const iterator = client.stream<Uint8Array>(address, 'firehose', { itemBytes })[Symbol.asyncIterator]();
+        const first = await iterator.next();
+        expect((first.value as Uint8Array).length).toBe(itemBytes);
+        await sleep(300);
+        const afterPause = produced;
+        await sleep(300);
+        expect(produced).toBe(afterPause); // stalled, not merely slow
+        const bound = Math.ceil((target.maxStreamBufferBytes ?? 4 * 1024 * 1024) / itemBytes) + 4;
+        expect(produced).toBeLessThanOrEqual(bound);
+        for (let i = 0; i < 20; i++) await iterator.next(); // reading resumes the producer
+        expect(produced).toBeGreaterThan(20);
+        await iterator.return?.();
+        await within(finished, 2000, "the producer's finally");
+      } finally {
+        events.off('produced', onProduced);
+      }
+    });
+
+    it('serves 100 concurrent calls', async () => {
+      const replies = await Promise.all(Array.from({ length: 100 }, (_, i) => client.send<number>(address, 'echo', i)));
+      expect(replies).toEqual(Array.from({ length: 100 }, (_, i) => i));
+    });
+
+    it('the serving agent can call the caller back over the same channel', async () => {
+      expect(await client.send(address, 'call-back', 'ping-pong')).toBe('ping-pong');
+      expect(server.channels(client.id)).toHaveLength(1);
+    });
+
+    it('a peer process killed mid-stream gives a typed error within the deadline', async () => {
+      const { child, address: peerAddress } = await startPeerProcess(target);
+      const caller = await createAgent({ channels: [dialer()] });
+      try {
+        const started = Date.now();
+        const consume = (async () => {
+          let count = 0;
+          for await (const _ of caller.stream(peerAddress, 'tokens', { count: 1_000_000, delayMs: 10 }, { timeoutMs: 8000 })) {
+            if (++count === 5) child.kill('SIGKILL');
+          }
+        })();
+        const error = await rejection(consume);
+        expect(error.code).toBe('UNAVAILABLE');
+        expect(Date.now() - started).toBeLessThan(8000);
+      } finally {
+        child.kill('SIGKILL');
+        await caller.close();
+      }
+    });
+
+    it('leaks no handles: a process that called and closed exits on its own', async () => {
+      const child = spawnScript('clean-exit-process', target);
+      expect(await firstLine(child)).toBe('closed');
+      const closedAt = Date.now();
+      const [code] = (await within(once(child, 'exit'), 5000, 'the process exiting by itself')) as [number];
+      expect(code).toBe(0);
+      expect(Date.now() - closedAt).toBeLessThan(5000);
+    });
+  });
+}

@@ -1,0 +1,124 @@
+import { X509Certificate } from 'node:crypto';
+import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import {
+  AGENT_ID_LENGTH,
+  AgentError,
+  Identity,
+  agentIdOfCertificate,
+  isAgentId,
+  loadIdentity,
+  loadOrCreateIdentity,
+  parseAgentId,
+  publicKeyFromAgentId,
+  saveIdentity,
+  selfSignedCertificate,
+  verifySignature,
+} from '../src/index.js';
+
+describe('AgentId', () => {
+  it('is the 32-byte key as 52 lowercase base32 characters, round-tripping exactly', () => {
+    for (let i = 0; i < 50; i++) {
+      const identity = Identity.generate();
+      expect(identity.id).toMatch(/^[a-z2-7]{52}$/);
+      expect(identity.id).toHaveLength(AGENT_ID_LENGTH);
+      expect(Buffer.from(publicKeyFromAgentId(identity.id))).toEqual(Buffer.from(identity.publicKeyRaw));
+    }
+  });
+
+  it('is case-insensitive on input and canonical on output', () => {
+    const { id } = Identity.generate();
+    expect(parseAgentId(id.toUpperCase())).toBe(id);
+    expect(isAgentId(id)).toBe(true);
+    expect(isAgentId(id.toUpperCase())).toBe(false);
+  });
+
+  it('rejects wrong lengths, foreign characters and non-canonical padding with INVALID_ARGUMENT', () => {
+    const { id } = Identity.generate();
+    for (const bad of [id.slice(1), `${id}a`, `${id.slice(0, 51)}1`, `${id.slice(0, 51)}8`, '']) {
+      expect(() => parseAgentId(bad)).toThrowError(AgentError);
+    }
+    // The last character holds 1 key bit and 4 zero bits: 'b' (00001) sets a padding bit.
+    const last = id.slice(0, 51) + 'b';
+    expect(() => parseAgentId(last)).toThrow(/canonical/);
+  });
+
+  it('signatures verify against the AgentId and fail for another agent or altered data', () => {
+    const alice = Identity.generate();
+    const bob = Identity.generate();
+    const data = Buffer.from('register me');
+    const signature = alice.sign(data);
+    expect(verifySignature(alice.id, data, signature)).toBe(true);
+    expect(verifySignature(bob.id, data, signature)).toBe(false);
+    expect(verifySignature(alice.id, Buffer.from('register you'), signature)).toBe(false);
+  });
+});
+
+describe('key file', () => {
+  const dir = (): Promise<string> => mkdtemp(join(tmpdir(), 'agentlink-key-'));
+
+  it('saves with mode 0600 and loads the same identity', async () => {
+    const path = join(await dir(), 'nested', 'agent.key');
+    const identity = Identity.generate();
+    await saveIdentity(identity, path);
+    const { stat } = await import('node:fs/promises');
+    expect((await stat(path)).mode & 0o777).toBe(0o600);
+    expect((await loadIdentity(path)).id).toBe(identity.id);
+  });
+
+  it('loadOrCreateIdentity creates once and then keeps the same key', async () => {
+    const path = join(await dir(), 'agent.key');
+    const first = await loadOrCreateIdentity(path);
+    const second = await loadOrCreateIdentity(path);
+    expect(second.id).toBe(first.id);
+  });
+
+  it('refuses to overwrite an existing key file', async () => {
+    const path = join(await dir(), 'agent.key');
+    await saveIdentity(Identity.generate(), path);
+    await expect(saveIdentity(Identity.generate(), path)).rejects.toMatchObject({ code: 'INVALID_KEY_FILE' });
+  });
+
+  it('refuses a key file readable by other users, naming the fix', async () => {
+    const path = join(await dir(), 'agent.key');
+    await saveIdentity(Identity.generate(), path);
+    await chmod(path, 0o644);
+    await expect(loadIdentity(path)).rejects.toMatchObject({ code: 'INVALID_KEY_FILE', message: expect.stringContaining('chmod 600') });
+  });
+
+  it('refuses missing and malformed files with INVALID_KEY_FILE', async () => {
+    const d = await dir();
+    await expect(loadIdentity(join(d, 'missing.key'))).rejects.toMatchObject({ code: 'INVALID_KEY_FILE' });
+    const garbage = join(d, 'garbage.key');
+    await writeFile(garbage, 'not a key', { mode: 0o600 });
+    await expect(loadIdentity(garbage)).rejects.toMatchObject({ code: 'INVALID_KEY_FILE' });
+    const rsa = join(d, 'rsa.key');
+    const { generateKeyPairSync } = await import('node:crypto');
+    const pem = generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey.export({ format: 'pem', type: 'pkcs8' });
+    await writeFile(rsa, pem, { mode: 0o600 });
+    await expect(loadIdentity(rsa)).rejects.toMatchObject({ code: 'INVALID_KEY_FILE' });
+  });
+});
+
+describe('self-signed certificate', () => {
+  it('is a valid X.509 certificate of the agent key, self-signed with Ed25519', () => {
+    const identity = Identity.generate();
+    const cert = new X509Certificate(selfSignedCertificate(identity).cert);
+    expect(cert.subject).toBe(`CN=${identity.id}`);
+    expect(cert.verify(identity.publicKey)).toBe(true);
+    expect(cert.publicKey.asymmetricKeyType).toBe('ed25519');
+    expect(agentIdOfCertificate(cert)).toBe(identity.id);
+    expect(new Date(cert.validFrom).getTime()).toBeLessThan(Date.now());
+    expect(new Date(cert.validTo).getUTCFullYear()).toBe(9999);
+  });
+
+  it('a certificate of a non-Ed25519 key is refused as UNAUTHENTICATED', async () => {
+    const { generateKeyPairSync, createPublicKey } = await import('node:crypto');
+    const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const fake = { publicKey: createPublicKey(ec.privateKey) } as unknown as X509Certificate;
+    expect(() => agentIdOfCertificate(fake)).toThrowError(expect.objectContaining({ code: 'UNAUTHENTICATED' }));
+    expect(() => agentIdOfCertificate(undefined)).toThrowError(expect.objectContaining({ code: 'UNAUTHENTICATED' }));
+  });
+});

@@ -1,0 +1,109 @@
+import { describe, expect, it } from 'vitest';
+import { AgentError, Identity, MuxedChannel, type ChannelStream } from '../src/index.js';
+
+/** Two multiplexers joined by an in-memory pipe that delivers asynchronously, like a socket. */
+function pair(options: { window?: number; maxInboundStreams?: number } = {}) {
+  const accepted: ChannelStream[] = [];
+  const make = (role: 'dialer' | 'listener', deliver: (m: Uint8Array) => void, onClose: () => void) =>
+    new MuxedChannel({
+      ...options,
+      kind: 'test',
+      peer: Identity.generate().id,
+      remoteAddress: 'memory',
+      role,
+      onStream: (stream) => accepted.push(stream),
+      pipe: { send: (m) => deliver(Buffer.from(m)), bufferedAmount: 0, close: onClose },
+    });
+  const a: MuxedChannel = make('dialer', (m) => setImmediate(() => b.receive(m)), () => setImmediate(() => b.pipeClosed(new AgentError('UNAVAILABLE', 'gone'))));
+  const b: MuxedChannel = make('listener', (m) => setImmediate(() => a.receive(m)), () => setImmediate(() => a.pipeClosed(new AgentError('UNAVAILABLE', 'gone'))));
+  return { a, b, accepted };
+}
+
+const tick = () => new Promise((resolve) => setImmediate(resolve));
+
+describe('mux', () => {
+  it('carries bytes both ways and half-closes each side independently', async () => {
+    const { a, accepted } = pair();
+    const stream = await a.openStream();
+    await stream.write(Buffer.from('hello'));
+    await stream.end();
+    await tick();
+    const remote = accepted[0]!;
+    expect(Buffer.from((await remote.read())!).toString()).toBe('hello');
+    expect(await remote.read()).toBeUndefined();
+    await remote.write(Buffer.from('back'));
+    await remote.end();
+    expect(Buffer.from((await stream.read())!).toString()).toBe('back');
+    expect(await stream.read()).toBeUndefined();
+  });
+
+  it('blocks a writer at the window until the reader consumes', async () => {
+    const { a, accepted } = pair({ window: 1000 });
+    const stream = await a.openStream();
+    let written = false;
+    const write = stream.write(Buffer.alloc(3000, 1)).then(() => (written = true));
+    for (let i = 0; i < 5; i++) await tick();
+    expect(written).toBe(false);
+    const remote = accepted[0]!;
+    let received = 0;
+    while (received < 3000) received += (await remote.read())!.length;
+    await write;
+    expect(received).toBe(3000);
+  });
+
+  it('a reset reaches the peer with its code and fails local reads with the local reason', async () => {
+    const { a, accepted } = pair();
+    const stream = await a.openStream();
+    await stream.write(Buffer.from('x'));
+    await tick();
+    const remote = accepted[0]!;
+    await remote.read();
+    const pending = remote.read();
+    const local = stream.read();
+    stream.reset(new AgentError('DEADLINE_EXCEEDED', 'too slow'));
+    await expect(local).rejects.toMatchObject({ code: 'DEADLINE_EXCEEDED', message: 'too slow', remote: false });
+    await expect(pending).rejects.toMatchObject({ code: 'DEADLINE_EXCEEDED', remote: true });
+    await expect(remote.write(Buffer.from('y'))).rejects.toMatchObject({ code: 'DEADLINE_EXCEEDED' });
+  });
+
+  it('refuses streams beyond maxInboundStreams with RESOURCE_EXHAUSTED', async () => {
+    const { a } = pair({ maxInboundStreams: 2 });
+    const streams = await Promise.all([a.openStream(), a.openStream(), a.openStream()]);
+    await expect(streams[2]!.read()).rejects.toMatchObject({ code: 'RESOURCE_EXHAUSTED' });
+  });
+
+  it('closes the channel with PROTOCOL_ERROR on malformed frames, failing open streams', async () => {
+    for (const garbage of [Buffer.from([1, 2]), Buffer.from([9, 0, 0, 0, 1]), Buffer.from([2, 0, 0, 0, 1, 0]), Buffer.from([0, 0, 0, 0, 1])]) {
+      const { a, b } = pair();
+      const stream = await b.openStream();
+      a.receive(garbage); // from the listener's point of view: stream 1 is dialer parity; 0 is invalid
+      const reason = await a.closed;
+      expect(reason.code).toBe('PROTOCOL_ERROR');
+      await expect(stream.read()).rejects.toBeInstanceOf(AgentError);
+    }
+  });
+
+  it("a peer's close reason (GOAWAY) reaches the other side's streams", async () => {
+    const { a, b } = pair();
+    const stream = await a.openStream();
+    await tick();
+    await b.close(new AgentError('CLOSED', 'shutting down for upgrade'));
+    const reason = await a.closed;
+    expect(reason.code).toBe('UNAVAILABLE');
+    expect(reason.message).toContain('shutting down for upgrade');
+    await expect(stream.read()).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+  });
+
+  it('a peer overrunning the window gets its stream reset with PROTOCOL_ERROR', async () => {
+    const { a, b, accepted } = pair({ window: 100 });
+    const stream = await a.openStream();
+    await tick();
+    // Forge DATA frames past the window, as a misbehaving peer would.
+    const data = Buffer.alloc(5 + 150);
+    data[0] = 1;
+    data.writeUInt32BE(1, 1);
+    b.receive(data);
+    await expect(accepted[0]!.read()).rejects.toMatchObject({ code: 'PROTOCOL_ERROR' });
+    await expect(stream.read()).rejects.toMatchObject({ code: 'PROTOCOL_ERROR' });
+  });
+});

@@ -1,0 +1,133 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { Packr } from 'msgpackr';
+import { AgentError, FrameDecoder, decodePayload, encodeFrame, type WireMessage } from '../src/index.js';
+
+const samples: WireMessage[] = [
+  { type: 'request', method: 'llm.generate', timeoutMs: 1500, priority: 'critical', metadata: { trace: 't1' }, body: { prompt: 'hi', bytes: Buffer.from([1, 2, 3]) }, mode: 'stream' },
+  { type: 'request', method: 'echo', timeoutMs: null, priority: 'low', metadata: {}, body: null, mode: 'unary' },
+  { type: 'response', body: [1, 'two', { three: 3 }] },
+  { type: 'item', body: 'token' },
+  { type: 'end' },
+  { type: 'error', code: 'HANDLER_ERROR', message: 'boom' },
+  { type: 'cancel', code: 'DEADLINE_EXCEEDED', message: 'late' },
+  { type: 'ping', nonce: 7 },
+  { type: 'pong', nonce: 7 },
+];
+
+function decodeAll(bytes: Uint8Array, max?: number): WireMessage[] {
+  return new FrameDecoder(max).push(bytes).map((payload) => decodePayload(payload));
+}
+
+describe('frames', () => {
+  it('round-trip every message type', () => {
+    for (const message of samples) expect(decodeAll(encodeFrame(message))).toEqual([message]);
+  });
+
+  it('carry binary bodies as msgpack bin, not base64', () => {
+    const body = Buffer.alloc(1000, 0xab);
+    const frame = encodeFrame({ type: 'item', body });
+    expect(frame.length).toBeLessThan(1000 + 16);
+    expect(frame.includes(body)).toBe(true);
+  });
+
+  it('reassemble across any chunking, one byte at a time included', () => {
+    const stream = Buffer.concat(samples.map((m) => encodeFrame(m)));
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 1, max: stream.length }), { maxLength: 20 }), (cuts) => {
+        const decoder = new FrameDecoder();
+        const points = [...new Set(cuts)].sort((a, b) => a - b);
+        const out: WireMessage[] = [];
+        let last = 0;
+        for (const point of [...points, stream.length]) {
+          for (const p of decoder.push(stream.subarray(last, point))) out.push(decodePayload(p));
+          last = point;
+        }
+        expect(out).toEqual(samples);
+        expect(decoder.idle).toBe(true);
+      }),
+    );
+  });
+
+  it('refuse a frame over the limit from its header alone, before buffering it', () => {
+    const decoder = new FrameDecoder(1024);
+    const header = Buffer.from([0x7f, 0xff, 0xff, 0xff]);
+    expect(() => decoder.push(header)).toThrowError(expect.objectContaining({ code: 'FRAME_TOO_LARGE' }));
+    expect(decoder.bufferedBytes).toBeLessThanOrEqual(4);
+  });
+
+  it('refuse to encode a message over the limit', () => {
+    expect(() => encodeFrame({ type: 'item', body: Buffer.alloc(2048) }, 1024)).toThrowError(
+      expect.objectContaining({ code: 'FRAME_TOO_LARGE' }),
+    );
+  });
+
+  it('reject well-formed msgpack that is not a valid message with PROTOCOL_ERROR', () => {
+    const packr = new Packr({ useRecords: false });
+    for (const value of [[], [99], [1, 'm'], [1, '', null, 0, {}, null, 0], [1, 'm', -5, 0, {}, null, 0], [5, 'X', 3], { a: 1 }, 'str', [7, -1]]) {
+      expect(() => decodePayload(packr.pack(value))).toThrowError(expect.objectContaining({ code: 'PROTOCOL_ERROR' }));
+    }
+  });
+
+  it('maps unknown error codes from newer peers to UNKNOWN instead of failing', () => {
+    const message = decodePayload(new Packr({ useRecords: false }).pack([5, 'SOMETHING_NEW', 'x']));
+    expect(message).toEqual({ type: 'error', code: 'UNKNOWN', message: 'x' });
+  });
+});
+
+const FUZZ_RUNS = Number(process.env.FUZZ_RUNS ?? 10_000);
+
+describe(`frame decoder fuzz (${FUZZ_RUNS} runs each)`, () => {
+  const MAX = 64 * 1024;
+
+  /** Only typed errors, never a crash; buffered bytes never exceed the limit. */
+  function feed(chunks: Uint8Array[]): void {
+    const decoder = new FrameDecoder(MAX);
+    for (const chunk of chunks) {
+      let payloads: Uint8Array[];
+      try {
+        payloads = decoder.push(chunk);
+      } catch (error) {
+        expect(error).toBeInstanceOf(AgentError);
+        expect((error as AgentError).code).toBe('FRAME_TOO_LARGE');
+        return;
+      }
+      expect(decoder.bufferedBytes).toBeLessThanOrEqual(MAX + 4);
+      for (const payload of payloads) {
+        try {
+          decodePayload(payload);
+        } catch (error) {
+          expect(error).toBeInstanceOf(AgentError);
+          expect((error as AgentError).code).toBe('PROTOCOL_ERROR');
+        }
+      }
+    }
+  }
+
+  it('random bytes', () => {
+    fc.assert(fc.property(fc.array(fc.uint8Array({ maxLength: 512 }), { maxLength: 8 }), feed), { numRuns: FUZZ_RUNS });
+  });
+
+  it('random payloads behind valid length headers', () => {
+    const framed = fc.uint8Array({ maxLength: 256 }).map((payload) => {
+      const frame = Buffer.alloc(4 + payload.length);
+      frame.writeUInt32BE(payload.length, 0);
+      frame.set(payload, 4);
+      return frame;
+    });
+    fc.assert(fc.property(fc.array(framed, { maxLength: 8 }), feed), { numRuns: FUZZ_RUNS });
+  });
+
+  it('valid frames with mutated bytes', () => {
+    const valid = Buffer.concat(samples.map((m) => encodeFrame(m)));
+    const mutation = fc.array(fc.tuple(fc.nat(valid.length - 1), fc.integer({ min: 0, max: 255 })), { minLength: 1, maxLength: 6 });
+    fc.assert(
+      fc.property(mutation, fc.nat(valid.length), (edits, cut) => {
+        const bytes = Buffer.from(valid);
+        for (const [index, value] of edits) bytes[index] = value;
+        feed([bytes.subarray(0, cut), bytes.subarray(cut)]);
+      }),
+      { numRuns: FUZZ_RUNS },
+    );
+  });
+});

@@ -1,0 +1,53 @@
+import { request } from 'node:https';
+import { once } from 'node:events';
+import { createAgent, type Agent } from '@agentlink/core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
+import { webSocket } from '../src/index.js';
+
+describe('ws channel specifics', () => {
+  let server: Agent;
+  let url: string;
+
+  beforeAll(async () => {
+    server = await createAgent({ channels: [webSocket({ port: 0 })] });
+    server.handle('echo', (body: unknown) => body);
+    url = server.addresses[0]!.split('@')[1]!;
+  });
+  afterAll(() => server.close());
+
+  it('listens on wss:// only: the TLS handshake is 1.3 with an Ed25519 certificate', async () => {
+    const { hostname, port } = new URL(url);
+    const req = request({ host: hostname, port, path: '/agentlink', rejectUnauthorized: false });
+    const [response] = (await once(req.end(), 'response')) as [import('node:http').IncomingMessage];
+    const socket = response.socket as import('node:tls').TLSSocket;
+    expect(socket.getProtocol()).toBe('TLSv1.3');
+    expect(socket.getPeerX509Certificate()?.publicKey.asymmetricKeyType).toBe('ed25519');
+    expect(response.statusCode).toBe(426);
+    response.resume();
+  });
+
+  it('refuses a WebSocket client that presents no agent certificate (401)', async () => {
+    const ws = new WebSocket(url, { rejectUnauthorized: false });
+    ws.on('error', () => undefined);
+    const [, response] = (await once(ws, 'unexpected-response')) as [unknown, import('node:http').IncomingMessage];
+    expect(response.statusCode).toBe(401);
+    ws.terminate();
+  });
+
+  it('a malformed mux frame from the peer closes the channel with PROTOCOL_ERROR on both sides', async () => {
+    const client = await createAgent({ channels: [webSocket()] });
+    try {
+      await client.send(server.addresses[0]!, 'echo', 1);
+      const [serverSide] = server.channels(client.id);
+      const [clientSide] = client.channels(server.id);
+      // Write under the mux, as a broken peer would: two bytes are shorter than a mux header.
+      (clientSide as unknown as { pipe: { send(m: Uint8Array): void } }).pipe.send(Buffer.from([1, 2]));
+      expect((await serverSide!.closed).code).toBe('PROTOCOL_ERROR');
+      expect((await clientSide!.closed).code).toBe('PROTOCOL_ERROR');
+      expect(await client.send(server.addresses[0]!, 'echo', 'redialled')).toBe('redialled');
+    } finally {
+      await client.close();
+    }
+  });
+});

@@ -1,4 +1,22 @@
 import { defineConfig } from 'vitest/config';
+import type { Reporter, TestModule } from 'vitest/node';
+
+/** Ends the run with one plain line, `N passed, N failed`, that any CI log reader understands. */
+class PlainSummaryReporter implements Reporter {
+  onTestRunEnd(testModules: ReadonlyArray<TestModule>): void {
+    const counts = { passed: 0, failed: 0, skipped: 0 };
+    for (const module of testModules) {
+      for (const test of module.children.allTests()) {
+        const state = test.result().state;
+        if (state === 'passed') counts.passed++;
+        else if (state === 'failed') counts.failed++;
+        else counts.skipped++;
+      }
+    }
+    const skipped = counts.skipped > 0 ? `, ${counts.skipped} skipped` : '';
+    process.stdout.write(`\n${counts.passed} passed, ${counts.failed} failed${skipped}\n`);
+  }
+}
 
 export default defineConfig({
   resolve: { conditions: ['source'] },
@@ -8,5 +26,6 @@ export default defineConfig({
     pool: 'forks',
     testTimeout: 30_000,
     hookTimeout: 30_000,
+    reporters: ['default', new PlainSummaryReporter()],
   },
 });

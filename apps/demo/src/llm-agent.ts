@@ -1,0 +1,19 @@
+/**
+ * The serving agent of the demo, in its own process: a fake LLM behind `llm.generate`.
+ * Prints its address (`<AgentId>@wss://…`) on the first line of stdout.
+ */
+import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import { createAgent, loadOrCreateIdentity } from '@agentlink/core';
+import { webSocket } from '@agentlink/ws';
+import { fakeLlm, type GenerateRequest } from './fake-llm.js';
+
+// A persistent key: the agent keeps its address across restarts.
+const identity = await loadOrCreateIdentity(join(tmpdir(), 'agentlink-demo', 'llm-agent.key'));
+const agent = await createAgent({ identity, channels: [webSocket({ port: 0 })] });
+
+agent.handleStream('llm.generate', (request: GenerateRequest, ctx) => fakeLlm(request, ctx.signal));
+
+process.stdout.write(`${agent.addresses[0]}\n`);
+process.stdin.resume();
+process.stdin.on('end', () => void agent.close());

@@ -37,6 +37,26 @@ describe('mux', () => {
     expect(await stream.read()).toBeUndefined();
   });
 
+  it('announces a stream with its first bytes, and not at all if it is reset before writing', async () => {
+    const sent: Buffer[] = [];
+    const channel = new MuxedChannel({
+      kind: 'test',
+      peer: Identity.generate().id,
+      remoteAddress: 'memory',
+      role: 'dialer',
+      onStream: () => undefined,
+      pipe: { send: (m) => void sent.push(Buffer.from(m)), bufferedAmount: 0, close: () => undefined },
+    });
+    const quiet = await channel.openStream();
+    quiet.reset(new AgentError('CANCELLED', 'never mind'));
+    expect(sent).toEqual([]);
+    const stream = await channel.openStream();
+    await stream.write(Buffer.from('request'));
+    expect(sent).toHaveLength(1);
+    expect(sent[0]![0]).toBe(0); // OPEN, carrying the bytes
+    expect(sent[0]!.subarray(5).toString()).toBe('request');
+  });
+
   it('blocks a writer at the window until the reader consumes', async () => {
     const { a, accepted } = pair({ window: 1000 });
     const stream = await a.openStream();
@@ -69,6 +89,7 @@ describe('mux', () => {
   it('refuses streams beyond maxInboundStreams with RESOURCE_EXHAUSTED', async () => {
     const { a } = pair({ maxInboundStreams: 2 });
     const streams = await Promise.all([a.openStream(), a.openStream(), a.openStream()]);
+    for (const stream of streams) await stream.write(Buffer.from('announce'));
     await expect(streams[2]!.read()).rejects.toMatchObject({ code: 'RESOURCE_EXHAUSTED' });
   });
 
@@ -97,6 +118,7 @@ describe('mux', () => {
   it('a peer overrunning the window gets its stream reset with PROTOCOL_ERROR', async () => {
     const { a, b, accepted } = pair({ window: 100 });
     const stream = await a.openStream();
+    await stream.write(Buffer.from('hi'));
     await tick();
     // Forge DATA frames past the window, as a misbehaving peer would.
     const data = Buffer.alloc(5 + 150);

@@ -1,4 +1,5 @@
 import { AgentError, MuxedChannel, type AgentId, type Channel, type ChannelStream, type MuxOptions } from '@agentlink/core';
+import type { Duplex } from 'node:stream';
 import type { WebSocket } from 'ws';
 
 /** WebSocket close codes (RFC 6455) used to say why a channel closed. */
@@ -12,6 +13,8 @@ const CLOSE_HANDSHAKE_MS = 2000;
  */
 export function channelOverWebSocket(
   socket: WebSocket,
+  /** The TLS socket under the WebSocket, corked per tick so frames written together leave in one write. */
+  raw: Duplex,
   init: {
     peer: AgentId;
     remoteAddress: string;
@@ -22,6 +25,11 @@ export function channelOverWebSocket(
 ): Channel {
   // One shared callback per socket (no closure per frame): each completed send may have drained the buffer.
   const onSent = (): void => channel.drained();
+  let corked = false;
+  const uncork = (): void => {
+    corked = false;
+    raw.uncork();
+  };
   const channel = new MuxedChannel({
     ...init.mux,
     kind: 'ws',
@@ -30,7 +38,14 @@ export function channelOverWebSocket(
     role: init.role,
     onStream: init.onStream,
     pipe: {
-      send: (message) => socket.send(message, { binary: true }, onSent),
+      send: (message) => {
+        if (!corked) {
+          corked = true;
+          raw.cork();
+          process.nextTick(uncork);
+        }
+        socket.send(message, { binary: true }, onSent);
+      },
       get bufferedAmount() {
         return socket.bufferedAmount;
       },

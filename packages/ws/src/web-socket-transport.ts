@@ -64,7 +64,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
           return refuse(socket, 401, (error as Error).message);
         }
         wss.handleUpgrade(request, socket, head, (ws) => {
-          const channel = channelOverWebSocket(ws, {
+          const channel = channelOverWebSocket(ws, tlsSocket, {
             peer,
             remoteAddress: `${tlsSocket.remoteAddress}:${tlsSocket.remotePort}`,
             role: 'listener',
@@ -111,8 +111,10 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
         const onAbort = (): void => fail(dialAborted(context.signal));
         context.signal.addEventListener('abort', onAbort, { once: true });
         let remoteAddress = address.host;
+        let raw: TLSSocket | undefined;
         ws.on('upgrade', (response) => {
           const socket = response.socket as TLSSocket;
+          raw = socket;
           remoteAddress = `${socket.remoteAddress}:${socket.remotePort}`;
           try {
             authenticatePeer(socket, context.expectedPeer);
@@ -129,7 +131,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
           settled = true;
           context.signal.removeEventListener('abort', onAbort);
           resolve(
-            channelOverWebSocket(ws, {
+            channelOverWebSocket(ws, raw!, {
               peer: context.expectedPeer,
               remoteAddress,
               role: 'dialer',

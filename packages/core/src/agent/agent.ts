@@ -12,6 +12,8 @@ import { serveInboundStream } from './inbound-call.js';
 import { OutboundCall, type CallOptions } from './outbound-call.js';
 import { AddressBook, formatPeerAddress, parsePeerReference } from './peer-address.js';
 
+const RESOLVED_PEER_CACHE = 4096;
+
 export interface AgentOptions {
   /** The agent's key; a new one is generated when omitted (see loadOrCreateIdentity to persist it). */
   identity?: Identity;
@@ -35,6 +37,7 @@ export class Agent {
   readonly identity: Identity;
   private readonly handlers = new Map<string, HandlerEntry>();
   private readonly addressBook = new AddressBook();
+  private readonly resolvedPeers = new Map<string, AgentId>();
   private readonly pool: ChannelPool;
   private readonly maxFrameSize: number;
   private readonly defaultTimeoutMs: number;
@@ -195,14 +198,22 @@ export class Agent {
     });
   }
 
+  /** Parses a peer reference once; later calls with the same text skip parsing and the address book. */
   private resolvePeer(peer: string): AgentId {
     if (this.closedReason) throw this.closedReason;
-    return this.addPeer(peer);
+    let id = this.resolvedPeers.get(peer);
+    if (id === undefined) {
+      id = this.addPeer(peer);
+      if (this.resolvedPeers.size >= RESOLVED_PEER_CACHE) this.resolvedPeers.clear();
+      this.resolvedPeers.set(peer, id);
+    }
+    return id;
   }
 
   private async openCall(peer: string, call: OutboundCall, mode: CallMode, body: unknown): Promise<FramedStream> {
-    const channel = await this.pool.acquire(this.resolvePeer(peer), call.signal);
-    const stream = await channel.openStream({ priority: call.priority, signal: call.signal });
+    const id = this.resolvePeer(peer);
+    const channel = this.pool.openChannel(id) ?? (await this.pool.acquire(id, call.signal));
+    const stream = await channel.openStream({ priority: call.priority });
     const framed = new FramedStream(stream, this.maxFrameSize);
     call.attach(framed);
     await framed.send({

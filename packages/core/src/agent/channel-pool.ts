@@ -23,6 +23,12 @@ export class ChannelPool {
 
   constructor(private readonly options: ChannelPoolOptions) {}
 
+  /** An open channel to `peer`, if there is one: the per-call fast path, with no promise or signal. */
+  openChannel(peer: AgentId): Channel | undefined {
+    for (const channel of this.channels.get(peer) ?? []) if (!channel.isClosed) return channel;
+    return undefined;
+  }
+
   async acquire(peer: AgentId, signal: AbortSignal): Promise<Channel> {
     const open = this.openChannel(peer);
     if (open) return open;
@@ -54,11 +60,6 @@ export class ChannelPool {
     const all = this.list();
     await Promise.all(all.map((channel) => channel.close(reason)));
     await Promise.all(all.map((channel) => channel.closed));
-  }
-
-  private openChannel(peer: AgentId): Channel | undefined {
-    for (const channel of this.channels.get(peer) ?? []) if (!channel.isClosed) return channel;
-    return undefined;
   }
 
   private async dial(peer: AgentId): Promise<Channel> {

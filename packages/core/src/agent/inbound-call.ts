@@ -36,7 +36,9 @@ export async function serveInboundStream(stream: ChannelStream, channel: Channel
 }
 
 class InboundCall {
-  private readonly controller = new AbortController();
+  /** Made when the handler first reads ctx.signal: most handlers never do, and AbortController is costly. */
+  private controller: AbortController | undefined;
+  private abortedWith: AgentError | undefined;
   private timer: NodeJS.Timeout | undefined;
   private replied = false;
 
@@ -60,10 +62,13 @@ class InboundCall {
       this.timer = setTimeout(() => this.abort(new AgentError('DEADLINE_EXCEEDED', `deadline of ${ms} ms exceeded`)), ms);
     }
     void this.watchCaller();
+    const call = this;
     const context: CallContext = {
       peer: this.channel.peer,
       method: request.method,
-      signal: this.controller.signal,
+      get signal() {
+        return call.signal;
+      },
       deadline,
       priority: request.priority,
       metadata: request.metadata,
@@ -81,7 +86,7 @@ class InboundCall {
       }
       await this.framed.stream.end();
     } catch (error) {
-      if (this.controller.signal.aborted) return; // the stream was reset when the call aborted
+      if (this.abortedWith) return; // the stream was reset when the call aborted
       const failure = error instanceof AgentError ? error : new AgentError('HANDLER_ERROR', errorMessage(error), { cause: error });
       await this.replyError(failure);
     } finally {
@@ -130,15 +135,24 @@ class InboundCall {
     }
   }
 
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.abortedWith) this.controller.abort(this.abortedWith);
+    }
+    return this.controller.signal;
+  }
+
   private abort(reason: AgentError): void {
-    if (this.controller.signal.aborted) return;
-    this.controller.abort(reason);
+    if (this.abortedWith) return;
+    this.abortedWith = reason;
+    this.controller?.abort(reason);
     clearTimeout(this.timer);
     this.framed.stream.reset(reason);
   }
 
   private checkNotAborted(): void {
-    if (this.controller.signal.aborted) throw this.controller.signal.reason;
+    if (this.abortedWith) throw this.abortedWith;
   }
 
   private async replyError(error: AgentError): Promise<void> {

@@ -19,7 +19,9 @@ export interface CallOptions {
  */
 export class OutboundCall {
   readonly deadline: number | undefined;
-  private readonly controller = new AbortController();
+  /** Made only when something needs a signal (a dial): AbortController is costly on the per-call hot path. */
+  private controller: AbortController | undefined;
+  private abortedWith: AgentError | undefined;
   private readonly timer: NodeJS.Timeout | undefined;
   private framed: FramedStream | undefined;
   private finished = false;
@@ -46,7 +48,15 @@ export class OutboundCall {
   }
 
   get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.abortedWith) this.controller.abort(this.abortedWith);
+    }
     return this.controller.signal;
+  }
+
+  get aborted(): boolean {
+    return this.abortedWith !== undefined;
   }
 
   get completed(): boolean {
@@ -68,7 +78,7 @@ export class OutboundCall {
 
   attach(framed: FramedStream): void {
     this.framed = framed;
-    if (this.signal.aborted) this.resetStream(abortReason(this.signal));
+    if (this.abortedWith) this.resetStream(this.abortedWith);
   }
 
   /** The call ended as the protocol says: end our side of the stream and stop the timers. */
@@ -81,14 +91,15 @@ export class OutboundCall {
 
   /** Ends the call early; the peer's handler is cancelled with `reason.code`. */
   abort(reason: AgentError): void {
-    if (this.finished || this.signal.aborted) return;
-    this.controller.abort(reason);
+    if (this.finished || this.abortedWith) return;
+    this.abortedWith = reason;
+    this.controller?.abort(reason);
     this.resetStream(reason);
   }
 
   /** The error the caller sees for a failure: the abort reason if the call was aborted, else the failure. */
   fail(error: unknown): AgentError {
-    const failure = this.signal.aborted ? abortReason(this.signal) : toAgentError(error, 'UNAVAILABLE');
+    const failure = this.abortedWith ?? toAgentError(error, 'UNAVAILABLE');
     if (!this.finished) {
       this.finished = true;
       this.resetStream(failure);

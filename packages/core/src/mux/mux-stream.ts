@@ -5,7 +5,8 @@ import type { ChannelStream } from '../channel.js';
 export interface MuxStreamHost {
   readonly maxChunk: number;
   readonly congested: boolean;
-  sendData(id: number, chunk: Uint8Array): void;
+  /** `open` is set on a stream's first frame: the stream is announced together with its first bytes. */
+  sendData(id: number, chunk: Uint8Array, open: boolean): void;
   sendWindow(id: number, increment: number): void;
   sendFin(id: number): void;
   sendReset(id: number, reason: AgentError): void;
@@ -31,13 +32,17 @@ export class MuxStream implements ChannelStream {
   private localEnded = false;
   private remoteEnded = false;
   private failure: AgentError | undefined;
+  /** Whether the peer knows this stream: ours are announced by their first frame, the peer's already are. */
+  private announced: boolean;
 
   constructor(
     readonly id: number,
     private readonly host: MuxStreamHost,
     private readonly window: number,
+    origin: 'local' | 'remote',
   ) {
     this.sendCredit = window;
+    this.announced = origin === 'remote';
   }
 
   write(chunk: Uint8Array): Promise<void> {
@@ -45,7 +50,7 @@ export class MuxStream implements ChannelStream {
     if (this.localEnded) return Promise.reject(new AgentError('CLOSED', 'write after end'));
     if (chunk.length <= this.sendCredit && chunk.length <= this.host.maxChunk && !this.host.congested) {
       this.sendCredit -= chunk.length;
-      this.host.sendData(this.id, chunk);
+      this.sendData(chunk);
       return RESOLVED;
     }
     return this.writeInPieces(chunk);
@@ -58,7 +63,7 @@ export class MuxStream implements ChannelStream {
       if (this.failure) throw this.failure;
       const size = Math.min(this.sendCredit, this.host.maxChunk, chunk.length - offset);
       this.sendCredit -= size;
-      this.host.sendData(this.id, chunk.subarray(offset, offset + size));
+      this.sendData(chunk.subarray(offset, offset + size));
       offset += size;
     }
   }
@@ -71,6 +76,7 @@ export class MuxStream implements ChannelStream {
     if (this.failure) return Promise.reject(this.failure);
     if (this.localEnded) return RESOLVED;
     this.localEnded = true;
+    if (!this.announced) this.sendData(new Uint8Array(0));
     this.host.sendFin(this.id);
     this.releaseIfDone();
     return RESOLVED;
@@ -92,7 +98,7 @@ export class MuxStream implements ChannelStream {
 
   reset(reason: AgentError): void {
     if (this.failure || (this.localEnded && this.remoteEnded)) return;
-    this.host.sendReset(this.id, reason);
+    if (this.announced) this.host.sendReset(this.id, reason); // an unannounced stream is unknown to the peer
     this.fail(reason);
   }
 
@@ -154,6 +160,11 @@ export class MuxStream implements ChannelStream {
     const waiters = this.creditWaiters;
     this.creditWaiters = [];
     for (const waiter of waiters) waiter.resolve();
+  }
+
+  private sendData(chunk: Uint8Array): void {
+    this.host.sendData(this.id, chunk, !this.announced);
+    this.announced = true;
   }
 
   private consumed(bytes: number): void {

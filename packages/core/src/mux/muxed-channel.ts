@@ -86,9 +86,9 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     const id = this.nextId;
     if (id > 0xffff_ffff) throw new AgentError('RESOURCE_EXHAUSTED', 'stream ids exhausted on this channel');
     this.nextId += 2;
-    const stream = new MuxStream(id, this, this.window);
+    // Announced lazily, by its first frame: a call's OPEN and request leave as one message.
+    const stream = new MuxStream(id, this, this.window, 'local');
     this.streams.set(id, stream);
-    this.pipe.send(encodeMuxFrame(MuxFrameType.open, id));
     return stream;
   }
 
@@ -110,7 +110,7 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     const body = message.subarray(MUX_HEADER_BYTES);
     switch (type) {
       case MuxFrameType.open:
-        return this.acceptStream(id);
+        return this.acceptStream(id, body);
       case MuxFrameType.data:
         this.streams.get(id)?.onData(body);
         return;
@@ -154,8 +154,8 @@ export class MuxedChannel implements Channel, MuxStreamHost {
 
   // ---- MuxStreamHost -------------------------------------------------------------------------------------
 
-  sendData(id: number, chunk: Uint8Array): void {
-    this.send(encodeMuxFrame(MuxFrameType.data, id, chunk));
+  sendData(id: number, chunk: Uint8Array, open: boolean): void {
+    this.send(encodeMuxFrame(open ? MuxFrameType.open : MuxFrameType.data, id, chunk));
   }
 
   sendWindow(id: number, increment: number): void {
@@ -180,16 +180,17 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     if (!this.closeReason) this.pipe.send(frame);
   }
 
-  private acceptStream(id: number): void {
+  private acceptStream(id: number, firstBytes: Uint8Array): void {
     if (id % 2 === this.nextId % 2 || id === 0) return this.protocolError(`peer opened stream ${id} with our parity`);
     if (this.streams.has(id)) return this.protocolError(`peer reopened live stream ${id}`);
     if (this.inboundCount >= this.maxInboundStreams) {
       this.send(encodeU32Frame(MuxFrameType.reset, id, errorCodeToNumber('RESOURCE_EXHAUSTED')));
       return;
     }
-    const stream = new MuxStream(id, this, this.window);
+    const stream = new MuxStream(id, this, this.window, 'remote');
     this.streams.set(id, stream);
     this.inboundCount++;
+    if (firstBytes.length > 0) stream.onData(firstBytes);
     this.onStream(stream, this);
   }
 

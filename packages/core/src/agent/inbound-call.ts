@@ -2,6 +2,7 @@ import { AgentError, toAgentError } from '../errors.js';
 import type { Channel, ChannelStream } from '../channel.js';
 import { FramedStream } from '../wire/framed-stream.js';
 import type { WireMessage } from '../wire/messages.js';
+import { deadlineTimer } from '../util/timer.js';
 import type { CallContext, HandlerEntry } from './handlers.js';
 
 type Request = Extract<WireMessage, { type: 'request' }>;
@@ -59,7 +60,7 @@ class InboundCall {
     const deadline = request.timeoutMs === null ? undefined : Date.now() + request.timeoutMs;
     if (request.timeoutMs !== null) {
       const ms = request.timeoutMs;
-      this.timer = setTimeout(() => this.abort(new AgentError('DEADLINE_EXCEEDED', `deadline of ${ms} ms exceeded`)), ms);
+      this.timer = deadlineTimer(ms, () => this.abort(new AgentError('DEADLINE_EXCEEDED', `deadline of ${ms} ms exceeded`)));
     }
     void this.watchCaller();
     const call = this;

@@ -1,12 +1,13 @@
 import { AgentError, toAgentError } from '../errors.js';
 import { abortReason } from '../util/abort.js';
+import { deadlineTimer } from '../util/timer.js';
 import type { FramedStream } from '../wire/framed-stream.js';
 import type { Priority } from '../wire/messages.js';
 
 export interface CallOptions {
   /** Aborting it cancels the call on both sides (the remote handler's `ctx.signal` aborts too). */
   signal?: AbortSignal;
-  /** Deadline relative to now, in milliseconds; it travels to the handler. */
+  /** Deadline relative to now, in milliseconds; it travels to the handler. Infinity = none. */
   timeoutMs?: number;
   priority?: Priority;
   metadata?: Record<string, string>;
@@ -32,14 +33,13 @@ export class OutboundCall {
     defaultTimeoutMs: number | undefined,
   ) {
     const timeoutMs = options.timeoutMs ?? defaultTimeoutMs;
-    if (timeoutMs !== undefined) {
+    if (timeoutMs !== undefined && timeoutMs !== Number.POSITIVE_INFINITY) {
       if (!Number.isFinite(timeoutMs) || timeoutMs < 0) {
-        throw new AgentError('INVALID_ARGUMENT', `timeoutMs must be a non-negative number, got ${timeoutMs}`);
+        throw new AgentError('INVALID_ARGUMENT', `timeoutMs must be a non-negative number or Infinity, got ${timeoutMs}`);
       }
       this.deadline = Date.now() + timeoutMs;
-      this.timer = setTimeout(
-        () => this.abort(new AgentError('DEADLINE_EXCEEDED', `${method}: deadline of ${timeoutMs} ms exceeded`)),
-        timeoutMs,
+      this.timer = deadlineTimer(timeoutMs, () =>
+        this.abort(new AgentError('DEADLINE_EXCEEDED', `${method}: deadline of ${timeoutMs} ms exceeded`)),
       );
     }
     const userSignal = options.signal;

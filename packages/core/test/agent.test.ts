@@ -1,0 +1,104 @@
+import type { ListenContext } from '../src/index.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { AgentError, Identity, createAgent, type Agent } from '../src/index.js';
+import { memoryTransport } from './memory-transport.js';
+
+const agents: Agent[] = [];
+afterEach(async () => {
+  await Promise.all(agents.splice(0).map((a) => a.close()));
+});
+
+async function pair() {
+  const network = new Map<string, ListenContext>();
+  const server = await createAgent({ channels: [memoryTransport(network, 'server')] });
+  const transport = memoryTransport(network);
+  const client = await createAgent({ channels: [transport] });
+  agents.push(server, client);
+  server.handle('context', (_b: unknown, ctx) => ({ deadline: ctx.deadline ?? null }));
+  server.handle('add', ({ a, b }: { a: number; b: number }) => a + b);
+  server.handleStream('count', async function* (n: number) {
+    for (let i = 0; i < n; i++) yield i;
+  });
+  return { server, client, transport, address: server.addresses[0]! };
+}
+
+describe('Agent', () => {
+  it('addresses are "<AgentId>@<url>" and a bare AgentId works once the address is known', async () => {
+    const { server, client, address } = await pair();
+    expect(address).toBe(`${server.id}@memory://server`);
+    expect(await client.send(address, 'add', { a: 1, b: 2 })).toBe(3);
+    expect(await client.send(server.id, 'add', { a: 2, b: 2 })).toBe(4);
+  });
+
+  it('concurrent first calls to a peer share one dial and one channel', async () => {
+    const { client, transport, address } = await pair();
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => client.send(address, 'add', { a: i, b: 0 })));
+    expect(results).toEqual(Array.from({ length: 20 }, (_, i) => i));
+    expect(transport.dials).toBe(1);
+    expect(client.channels()).toHaveLength(1);
+  });
+
+  it('deadlines: Infinity means none; one beyond the timer range does not fire early', async () => {
+    const { client, address } = await pair();
+    expect(await client.send(address, 'context', null, { timeoutMs: Number.POSITIVE_INFINITY })).toEqual({ deadline: null });
+    const far = 40 * 24 * 3600 * 1000; // 40 days: setTimeout would fire at once
+    const { deadline } = await client.send<{ deadline: number }>(address, 'context', null, { timeoutMs: far });
+    expect(deadline).toBeGreaterThan(Date.now() + far - 60_000);
+  });
+
+  it('rejects a negative or NaN timeout with INVALID_ARGUMENT', async () => {
+    const { client, address } = await pair();
+    for (const timeoutMs of [-1, Number.NaN]) {
+      await expect(client.send(address, 'add', { a: 1, b: 1 }, { timeoutMs })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    }
+  });
+
+  it('a peer with no known address fails fast with UNAVAILABLE naming the fix', async () => {
+    const { client } = await pair();
+    const started = Date.now();
+    await expect(client.send(Identity.generate().id, 'add', {})).rejects.toMatchObject({
+      code: 'UNAVAILABLE',
+      message: expect.stringContaining('<AgentId>@<url>'),
+    });
+    expect(Date.now() - started).toBeLessThan(500);
+  });
+
+  it('a malformed peer reference is INVALID_ARGUMENT', async () => {
+    const { client } = await pair();
+    for (const bad of ['not-an-id', `${Identity.generate().id}@not a url`, '']) {
+      await expect(client.send(bad, 'add', {})).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    }
+  });
+
+  it('an address whose channel kind is not configured is UNAVAILABLE with the reason', async () => {
+    const { client } = await pair();
+    await expect(client.send(`${Identity.generate().id}@quic://127.0.0.1:1`, 'x')).rejects.toMatchObject({
+      code: 'UNAVAILABLE',
+      message: expect.stringContaining('no configured channel dials quic:'),
+    });
+  });
+
+  it('stream() on a unary method yields its one result; send() on a streaming method is INVALID_ARGUMENT', async () => {
+    const { client, address } = await pair();
+    const items: unknown[] = [];
+    for await (const item of client.stream(address, 'add', { a: 2, b: 3 })) items.push(item);
+    expect(items).toEqual([5]);
+    await expect(client.send(address, 'count', 3)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+
+  it('a closed agent refuses calls with CLOSED and fails calls in flight', async () => {
+    const { server, client, address } = await pair();
+    server.handle('never', () => new Promise(() => undefined));
+    const inFlight = client.send(address, 'never', null, { timeoutMs: 5000 });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await client.close();
+    const error = await inFlight.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AgentError);
+    expect((error as AgentError).code).toBe('CLOSED');
+    await expect(client.send(address, 'add', {})).rejects.toMatchObject({ code: 'CLOSED' });
+  });
+
+  it('an agent needs at least one channel', async () => {
+    await expect(createAgent({ channels: [] })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+});

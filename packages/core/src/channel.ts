@@ -41,6 +41,10 @@ export interface Channel {
   /** The authenticated peer: the key it proved during the handshake. */
   readonly peer: AgentId;
   readonly remoteAddress: string;
+  /** Who opened the channel: when two agents dial each other at once, both keep the one the lower AgentId dialled. */
+  readonly initiator: 'local' | 'remote';
+  /** Streams open on this channel now, in either direction; a retired channel closes when this reaches 0. */
+  readonly activeStreams: number;
   openStream(options?: OpenStreamOptions): Promise<ChannelStream>;
   /** Closes the channel; every open stream fails with `reason` (CLOSED when omitted). */
   close(reason?: AgentError): Promise<void>;
@@ -83,4 +87,6 @@ export interface Transport {
   /** Starts accepting channels; a transport configured without a listen address may return no addresses. */
   listen(context: ListenContext): Promise<Listener>;
   dial(address: URL, context: DialContext): Promise<Channel>;
+  /** Releases what the transport holds beyond its listener and channels (e.g. a QUIC endpoint's socket). */
+  close?(): Promise<void>;
 }

@@ -180,6 +180,7 @@ export class Agent {
     this.listeners = [];
     await Promise.all(listeners.map((l) => l.close()));
     await this.pool.close(this.closedReason);
+    await Promise.all(this.options.channels.map((t) => t.close?.()));
   }
 
   private transportContext(): TransportContext {

@@ -12,6 +12,9 @@ export interface ChannelPoolOptions {
   connectTimeoutMs?: number;
 }
 
+/** How often a retired channel is checked for having no streams left. */
+const RETIRE_CHECK_MS = 200;
+
 /**
  * The channels an agent has, per peer: dialled by us or accepted from the peer, reused by every call.
  * Concurrent calls to a peer with no channel share one dial.
@@ -20,12 +23,15 @@ export class ChannelPool {
   private readonly channels = new Map<AgentId, Set<Channel>>();
   private readonly dialing = new Map<AgentId, Promise<Channel>>();
   private readonly closing = new AbortController();
+  /** Channels kept only for the calls already on them; closed once they have none. */
+  private readonly retired = new Set<Channel>();
+  private retireTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: ChannelPoolOptions) {}
 
   /** An open channel to `peer`, if there is one: the per-call fast path, with no promise or signal. */
   openChannel(peer: AgentId): Channel | undefined {
-    for (const channel of this.channels.get(peer) ?? []) if (!channel.isClosed) return channel;
+    for (const channel of this.channels.get(peer) ?? []) if (!channel.isClosed && !this.retired.has(channel)) return channel;
     return undefined;
   }
 
@@ -46,8 +52,39 @@ export class ChannelPool {
     set.add(channel);
     void channel.closed.then(() => {
       set.delete(channel);
+      this.retired.delete(channel);
       if (set.size === 0 && this.channels.get(channel.peer) === set) this.channels.delete(channel.peer);
     });
+    this.settleCrossedDials(channel);
+  }
+
+  /**
+   * Two agents that dial each other at once (a hole punch does this on purpose) end up with two channels of the
+   * same kind, one dialled by each. Both sides keep the one the lower AgentId dialled, so they agree without a
+   * message; the other serves the calls already on it and closes when it has none.
+   */
+  private settleCrossedDials(added: Channel): void {
+    const self = this.options.context.identity.id;
+    const dialler = (c: Channel): AgentId => (c.initiator === 'local' ? self : c.peer);
+    for (const other of this.channels.get(added.peer) ?? []) {
+      if (other === added || other.kind !== added.kind || other.initiator === added.initiator) continue;
+      if (other.isClosed || this.retired.has(other)) continue;
+      this.retire(dialler(added) < dialler(other) ? other : added);
+      return;
+    }
+  }
+
+  private retire(channel: Channel): void {
+    this.retired.add(channel);
+    this.retireTimer ??= setInterval(() => {
+      for (const c of this.retired) {
+        if (c.activeStreams === 0) void c.close(new AgentError('CLOSED', 'duplicate channel: keeping the one the lower AgentId dialled'));
+      }
+      if (this.retired.size === 0) {
+        clearInterval(this.retireTimer);
+        this.retireTimer = undefined;
+      }
+    }, RETIRE_CHECK_MS).unref();
   }
 
   list(peer?: AgentId): Channel[] {
@@ -57,6 +94,7 @@ export class ChannelPool {
 
   async close(reason: AgentError): Promise<void> {
     this.closing.abort(reason);
+    clearInterval(this.retireTimer);
     const all = this.list();
     await Promise.all(all.map((channel) => channel.close(reason)));
     await Promise.all(all.map((channel) => channel.closed));

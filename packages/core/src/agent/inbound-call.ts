@@ -107,7 +107,13 @@ class InboundCall {
           return;
         }
         this.checkNotAborted();
-        await this.framed.send({ type: 'item', body: next.value });
+        try {
+          await this.framed.send({ type: 'item', body: next.value });
+        } catch (error) {
+          // The caller is gone (a reset can reach our write before our read): the handler must see why.
+          if (error instanceof AgentError && error.remote) this.abort(error);
+          throw error;
+        }
       }
     } finally {
       // Runs the generator's `finally` when we stop early (cancel, deadline, write failure).

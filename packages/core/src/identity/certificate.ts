@@ -9,10 +9,13 @@ const COMMON_NAME = '2.5.4.3';
 /** RFC 5280's "no well-defined expiration date": the key, not the certificate, is what peers trust. */
 const NO_EXPIRY = new Date(Date.UTC(9999, 11, 31, 23, 59, 59));
 
-/** PEM key and certificate for node:tls, whose certificate key is the agent's own Ed25519 key. */
+/** Key and certificate whose certificate key is the agent's own Ed25519 key: PEM for node:tls, DER for QUIC. */
 export interface TlsCredentials {
   key: string;
   cert: string;
+  /** PKCS#8 DER of the private key. */
+  keyDer: Buffer;
+  certDer: Buffer;
 }
 
 /**
@@ -35,7 +38,12 @@ export function selfSignedCertificate(identity: Identity, now = new Date()): Tls
     identity.publicKey.export({ format: 'der', type: 'spki' }),
   );
   const der = sequence(tbs, algorithm, bitString(identity.sign(tbs)));
-  return { key: identity.exportPrivateKeyPem(), cert: toPem(der) };
+  return {
+    key: identity.exportPrivateKeyPem(),
+    cert: toPem(der),
+    keyDer: identity.privateKeyObject().export({ format: 'der', type: 'pkcs8' }),
+    certDer: der,
+  };
 }
 
 function toPem(der: Buffer): string {

@@ -44,6 +44,7 @@ export class MuxedChannel implements Channel, MuxStreamHost {
   readonly kind: ChannelKind;
   readonly peer: AgentId;
   readonly remoteAddress: string;
+  readonly initiator: 'local' | 'remote';
   readonly closed: Promise<AgentError>;
   readonly maxChunk: number;
 
@@ -63,6 +64,7 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     this.kind = init.kind;
     this.peer = init.peer;
     this.remoteAddress = init.remoteAddress;
+    this.initiator = init.role === 'dialer' ? 'local' : 'remote';
     this.pipe = init.pipe;
     this.onStream = init.onStream;
     this.window = init.window ?? 256 * 1024;
@@ -75,6 +77,10 @@ export class MuxedChannel implements Channel, MuxStreamHost {
 
   get isClosed(): boolean {
     return this.closeReason !== undefined;
+  }
+
+  get activeStreams(): number {
+    return this.streams.size;
   }
 
   get congested(): boolean {

@@ -1,0 +1,89 @@
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use quinn::{Connection, VarInt};
+
+use crate::errors::{coded, connection_error};
+use crate::stream::QuicStream;
+
+#[napi(object)]
+pub struct ConnectionStats {
+    pub rtt_ms: f64,
+    pub sent_bytes: f64,
+    pub received_bytes: f64,
+    pub lost_packets: f64,
+    pub congestion_window: f64,
+}
+
+/// An established, mutually authenticated QUIC connection to one agent.
+#[napi]
+pub struct QuicConnection {
+    connection: Connection,
+    peer_key: [u8; 32],
+}
+
+impl QuicConnection {
+    pub fn new(connection: Connection, peer_key: [u8; 32]) -> Self {
+        Self { connection, peer_key }
+    }
+}
+
+#[napi]
+impl QuicConnection {
+    /// The peer's Ed25519 public key, proven in the handshake.
+    #[napi(getter)]
+    pub fn peer_key(&self) -> Buffer {
+        self.peer_key.to_vec().into()
+    }
+
+    #[napi(getter)]
+    pub fn remote_address(&self) -> String {
+        self.connection.remote_address().to_string()
+    }
+
+    #[napi(getter)]
+    pub fn stable_id(&self) -> f64 {
+        self.connection.stable_id() as f64
+    }
+
+    #[napi]
+    pub async fn open_stream(&self) -> Result<QuicStream> {
+        let (send, recv) = self.connection.open_bi().await.map_err(|e| connection_error(&e))?;
+        Ok(QuicStream::new(send, recv))
+    }
+
+    /// The next stream the peer opened, or null once the connection is closed (see `closed`).
+    #[napi]
+    pub async fn accept_stream(&self) -> Option<QuicStream> {
+        let (send, recv) = self.connection.accept_bi().await.ok()?;
+        Some(QuicStream::new(send, recv))
+    }
+
+    /// Closes with an application code and reason; every stream fails at once.
+    #[napi]
+    pub fn close(&self, code: u32, reason: String) {
+        self.connection.close(VarInt::from_u32(code), reason.as_bytes());
+    }
+
+    /// Resolves with the reason (as an Error message `CODE|detail`) once the connection is closed.
+    #[napi]
+    pub async fn closed(&self) -> String {
+        let error = self.connection.closed().await;
+        connection_error(&error).reason
+    }
+
+    #[napi]
+    pub fn stats(&self) -> ConnectionStats {
+        let stats = self.connection.stats();
+        ConnectionStats {
+            rtt_ms: self.connection.rtt().as_secs_f64() * 1000.0,
+            sent_bytes: stats.udp_tx.bytes as f64,
+            received_bytes: stats.udp_rx.bytes as f64,
+            lost_packets: stats.path.lost_packets as f64,
+            congestion_window: stats.path.cwnd as f64,
+        }
+    }
+}
+
+pub fn missing_key() -> Error {
+    coded("UNAUTHENTICATED", "peer presented no Ed25519 agent key")
+}

@@ -1,0 +1,131 @@
+//! One bidirectional QUIC stream. Writes resolve only within flow-control credit (backpressure); small writes
+//! and ready reads take a synchronous path so the common case costs no thread hop.
+
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use quinn::{RecvStream, SendStream, VarInt};
+use tokio::sync::{watch, Mutex};
+
+use crate::errors::{coded, read_error, write_error};
+
+#[napi]
+pub struct QuicStream {
+    send: Arc<Mutex<SendStream>>,
+    recv: Arc<Mutex<RecvStream>>,
+    /// Set by a local reset: wakes a read or write that is waiting, so it fails at once.
+    reset: watch::Sender<Option<u32>>,
+}
+
+impl QuicStream {
+    pub fn new(send: SendStream, recv: RecvStream) -> Self {
+        Self { send: Arc::new(Mutex::new(send)), recv: Arc::new(Mutex::new(recv)), reset: watch::channel(None).0 }
+    }
+
+    fn locally_reset(&self) -> Option<u32> {
+        *self.reset.borrow()
+    }
+
+    async fn wait_for_reset(&self) -> u32 {
+        let mut receiver = self.reset.subscribe();
+        let code: Option<u32> = match receiver.wait_for(Option::is_some).await {
+            Ok(code) => *code,
+            Err(_) => None,
+        };
+        match code {
+            Some(code) => code,
+            None => std::future::pending().await,
+        }
+    }
+}
+
+#[napi]
+impl QuicStream {
+    /// Writes what fits now without waiting; returns the number of bytes taken (0 when the stream is busy or
+    /// blocked by flow control, and the caller should fall back to `write`).
+    #[napi]
+    pub fn try_write(&self, data: Buffer) -> Result<u32> {
+        if let Some(code) = self.locally_reset() {
+            return Err(coded("LOCAL_RESET", code));
+        }
+        let Ok(mut send) = self.send.try_lock() else { return Ok(0) };
+        match send.write(&data).now_or_never() {
+            Some(Ok(written)) => Ok(written as u32),
+            Some(Err(e)) => Err(write_error(e)),
+            None => Ok(0),
+        }
+    }
+
+    /// Writes all of `data`, resolving once quinn accepted it within the stream's and connection's credit.
+    #[napi]
+    pub async fn write(&self, data: Buffer) -> Result<()> {
+        let mut send = self.send.lock().await;
+        tokio::select! {
+            result = send.write_all(&data) => result.map_err(write_error),
+            code = self.wait_for_reset() => Err(coded("LOCAL_RESET", code)),
+        }
+    }
+
+    /// Returns bytes already received, without waiting; None when nothing is ready (then call `read`).
+    #[napi]
+    pub fn try_read(&self, max: u32) -> Result<Option<Buffer>> {
+        let Ok(mut recv) = self.recv.try_lock() else { return Ok(None) };
+        match recv.read_chunk(max as usize, true).now_or_never() {
+            Some(Ok(Some(chunk))) => Ok(Some(chunk.bytes.to_vec().into())),
+            Some(Err(e)) => Err(read_error(e)),
+            _ => Ok(None),
+        }
+    }
+
+    /// The next bytes (at most `max`), or null once the peer finished its side.
+    #[napi]
+    pub async fn read(&self, max: u32) -> Result<Option<Buffer>> {
+        let mut recv = self.recv.lock().await;
+        tokio::select! {
+            result = recv.read_chunk(max as usize, true) => match result {
+                Ok(Some(chunk)) => Ok(Some(chunk.bytes.to_vec().into())),
+                Ok(None) => Ok(None),
+                Err(e) => Err(read_error(e)),
+            },
+            code = self.wait_for_reset() => Err(coded("LOCAL_RESET", code)),
+        }
+    }
+
+    /// Ends our sending side after everything written so far.
+    #[napi]
+    pub async fn finish(&self) -> Result<()> {
+        let mut send = self.send.lock().await;
+        send.finish().map_err(|e| coded("CLOSED", e))
+    }
+
+    /// Aborts both directions with `code`: RESET_STREAM for our side, STOP_SENDING for theirs. A read or write
+    /// that is waiting fails at once; the halves are reset as soon as it has let go of them.
+    #[napi]
+    pub fn reset(&self, code: u32) {
+        if self.locally_reset().is_some() {
+            return;
+        }
+        let _ = self.reset.send(Some(code));
+        let code = VarInt::from_u32(code);
+        if let (Ok(mut send), Ok(mut recv)) = (self.send.try_lock(), self.recv.try_lock()) {
+            let _ = send.reset(code);
+            let _ = recv.stop(code);
+            return;
+        }
+        let (send, recv) = (self.send.clone(), self.recv.clone());
+        napi::bindgen_prelude::spawn(async move {
+            let _ = send.lock().await.reset(code);
+            let _ = recv.lock().await.stop(code);
+        });
+    }
+
+    /// Sends this stream's data before lower-priority streams of the same connection (higher = sooner).
+    #[napi]
+    pub fn set_priority(&self, priority: i32) {
+        if let Ok(send) = self.send.try_lock() {
+            let _ = send.set_priority(priority);
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! Mutual TLS 1.3 by agent keys. Each side's certificate is self-signed by its agent's Ed25519 key. Trust is
+//! pinning, not a CA: the dialler verifies the handshake signature with the key it dialled (the certificate's
+//! contents do not matter), and the listener verifies it with the key in the client's certificate, which then
+//! *is* the caller's identity. Either way, the key we attribute is the key that signed the transcript.
+
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::{DigitallySignedStruct, DistinguishedName, Error, SignatureScheme};
+
+pub const ALPN: &[u8] = b"agentlink/1";
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn verify_ed25519(key: &[u8], message: &[u8], dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, Error> {
+    if dss.scheme != SignatureScheme::ED25519 {
+        return Err(Error::General(format!("agent keys sign with Ed25519, peer used {:?}", dss.scheme)));
+    }
+    ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, key)
+        .verify(message, dss.signature())
+        .map(|_| HandshakeSignatureValid::assertion())
+        .map_err(|_| Error::General("peer does not hold the key it presents".into()))
+}
+
+/// The Ed25519 key of a certificate: SubjectPublicKeyInfo is the 7th field of TBSCertificate (RFC 5280),
+/// 6th when the optional version is absent.
+pub fn ed25519_key_of(cert: &[u8]) -> Option<[u8; 32]> {
+    let certificate = der_element(cert, 0x30)?.0;
+    let mut tbs = der_element(certificate, 0x30)?.0;
+    if tbs.first() == Some(&0xa0) {
+        tbs = der_element(tbs, 0xa0)?.1;
+    }
+    for tag in [0x02, 0x30, 0x30, 0x30, 0x30] {
+        tbs = der_element(tbs, tag)?.1; // serial, signature, issuer, validity, subject
+    }
+    let spki = der_element(tbs, 0x30)?.0;
+    const ED25519_SPKI_PREFIX: [u8; 10] = [0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00];
+    if spki.len() != 42 || spki[..10] != ED25519_SPKI_PREFIX {
+        return None;
+    }
+    spki[10..].try_into().ok()
+}
+
+/// Splits one DER element with the expected tag off `input`: (its contents, the rest).
+fn der_element(input: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
+    if *input.first()? != tag {
+        return None;
+    }
+    let first = *input.get(1)? as usize;
+    let (length, header) = if first < 0x80 {
+        (first, 2)
+    } else {
+        let count = first & 0x7f;
+        if count == 0 || count > 4 {
+            return None;
+        }
+        let mut length = 0usize;
+        for i in 0..count {
+            length = (length << 8) | *input.get(2 + i)? as usize;
+        }
+        (length, 2 + count)
+    };
+    let end = header.checked_add(length)?;
+    Some((input.get(header..end)?, input.get(end..)?))
+}
+
+#[derive(Debug)]
+struct PinnedServerKey {
+    expected: [u8; 32],
+}
+
+impl ServerCertVerifier for PinnedServerKey {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, Error> {
+        // Only for a clear message: the signature check below is what proves the key.
+        match ed25519_key_of(end_entity) {
+            Some(key) if key == self.expected => Ok(ServerCertVerified::assertion()),
+            Some(_) => Err(Error::General("peer key mismatch: it is not the agent that was dialled".into())),
+            None => Err(Error::General("peer certificate has no Ed25519 agent key".into())),
+        }
+    }
+
+    fn verify_tls12_signature(&self, _: &[u8], _: &CertificateDer<'_>, _: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, Error> {
+        Err(Error::General("TLS 1.2 is not allowed".into()))
+    }
+
+    fn verify_tls13_signature(&self, message: &[u8], _cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, Error> {
+        verify_ed25519(&self.expected, message, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        vec![SignatureScheme::ED25519]
+    }
+}
+
+#[derive(Debug)]
+struct AnyAgentKey;
+
+impl ClientCertVerifier for AnyAgentKey {
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        &[]
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        true
+    }
+
+    fn verify_client_cert(&self, end_entity: &CertificateDer<'_>, _: &[CertificateDer<'_>], _: UnixTime) -> Result<ClientCertVerified, Error> {
+        ed25519_key_of(end_entity)
+            .map(|_| ClientCertVerified::assertion())
+            .ok_or_else(|| Error::General("client certificate has no Ed25519 agent key".into()))
+    }
+
+    fn verify_tls12_signature(&self, _: &[u8], _: &CertificateDer<'_>, _: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, Error> {
+        Err(Error::General("TLS 1.2 is not allowed".into()))
+    }
+
+    fn verify_tls13_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, Error> {
+        let key = ed25519_key_of(cert).ok_or_else(|| Error::General("client certificate has no Ed25519 agent key".into()))?;
+        verify_ed25519(&key, message, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        vec![SignatureScheme::ED25519]
+    }
+}
+
+pub struct Credentials {
+    pub cert: CertificateDer<'static>,
+    pub key: Vec<u8>,
+}
+
+impl Credentials {
+    fn key(&self) -> PrivateKeyDer<'static> {
+        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key.clone()))
+    }
+}
+
+pub fn server_config(credentials: &Credentials) -> Result<rustls::ServerConfig, Error> {
+    let mut config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_client_cert_verifier(Arc::new(AnyAgentKey))
+        .with_single_cert(vec![credentials.cert.clone()], credentials.key())?;
+    config.alpn_protocols = vec![ALPN.to_vec()];
+    Ok(config)
+}
+
+pub fn client_config(credentials: &Credentials, expected: [u8; 32]) -> Result<rustls::ClientConfig, Error> {
+    let mut config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(PinnedServerKey { expected }))
+        .with_client_auth_cert(vec![credentials.cert.clone()], credentials.key())?;
+    config.alpn_protocols = vec![ALPN.to_vec()];
+    Ok(config)
+}
+
+/// The authenticated key of a connection's peer, from the certificate it presented in the handshake.
+pub fn peer_key(connection: &quinn::Connection) -> Option<[u8; 32]> {
+    let identity = connection.peer_identity()?;
+    let certs = identity.downcast::<Vec<CertificateDer<'static>>>().ok()?;
+    ed25519_key_of(certs.first()?)
+}

@@ -1,0 +1,27 @@
+import { AgentError, errorCodeFromNumber, isErrorCode } from '@agentlink/core';
+
+/**
+ * The engine reports failures as `CODE|detail` messages (see native/src/errors.rs). This turns them into the
+ * AgentErrors every channel reports, so QUIC fails exactly like the other channels.
+ */
+export function fromNative(error: unknown, localReset?: AgentError): AgentError {
+  if (error instanceof AgentError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  const [kind = '', ...rest] = message.split('|');
+  const detail = rest.join('|');
+  switch (kind) {
+    case 'RESET': {
+      const code = errorCodeFromNumber(Number(detail));
+      return new AgentError(code, `stream reset by peer (${code})`, { remote: true });
+    }
+    case 'LOCAL_RESET':
+      return localReset ?? new AgentError(errorCodeFromNumber(Number(detail)), 'stream reset');
+    case 'CLOSED_BY_PEER': {
+      const [number = '0', ...reason] = detail.split('|');
+      const code = errorCodeFromNumber(Number(number));
+      return new AgentError(code === 'CLOSED' ? 'UNAVAILABLE' : code, `peer closed the channel: ${reason.join('|')}`, { remote: true });
+    }
+    default:
+      return new AgentError(isErrorCode(kind) ? kind : 'UNAVAILABLE', detail || message, { cause: error });
+  }
+}

@@ -1,0 +1,92 @@
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+
+/** The addon's surface (packages/quic/native/src): what this package calls, nothing more. */
+export interface NativeStream {
+  tryWrite(data: Buffer): number;
+  write(data: Buffer): Promise<void>;
+  tryRead(max: number): Buffer | null;
+  read(max: number): Promise<Buffer | null>;
+  finish(): Promise<void>;
+  reset(code: number): void;
+  setPriority(priority: number): void;
+}
+
+export interface NativeConnection {
+  readonly peerKey: Buffer;
+  readonly remoteAddress: string;
+  readonly stableId: number;
+  openStream(): Promise<NativeStream>;
+  acceptStream(): Promise<NativeStream | null>;
+  close(code: number, reason: string): void;
+  closed(): Promise<string>;
+  stats(): { rttMs: number; sentBytes: number; receivedBytes: number; lostPackets: number; congestionWindow: number };
+}
+
+export interface NativeEndpoint {
+  readonly localPort: number;
+  connect(host: string, port: number, expectedKey: Buffer, timeoutMs: number): Promise<NativeConnection>;
+  accept(): Promise<NativeConnection | null>;
+  recvRaw(): Promise<{ host: string; port: number; data: Buffer } | null>;
+  sendRaw(host: string, port: number, data: Buffer): Promise<void>;
+  close(code: number, reason: string): void;
+}
+
+export interface EndpointOptions {
+  host: string;
+  port: number;
+  cert: Buffer;
+  key: Buffer;
+  accept: boolean;
+  idleTimeoutMs?: number;
+  streamWindow?: number;
+  connectionWindow?: number;
+  maxStreams?: number;
+}
+
+export interface NativeBinding {
+  engineVersion(): string;
+  bindEndpoint(options: EndpointOptions): Promise<NativeEndpoint>;
+}
+
+export type NativeLoad = { ok: true; binding: NativeBinding; from: string } | { ok: false; reason: string };
+
+/** napi-rs platform triple: linux-x64-gnu, darwin-arm64, win32-x64-msvc, … */
+export function platformTarget(): string {
+  if (process.platform === 'linux') {
+    const report = process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined;
+    return `linux-${process.arch}-${report?.header?.glibcVersionRuntime ? 'gnu' : 'musl'}`;
+  }
+  if (process.platform === 'win32') return `win32-${process.arch}-msvc`;
+  return `${process.platform}-${process.arch}`;
+}
+
+let cached: NativeLoad | undefined;
+
+/**
+ * Finds the engine: $AGENTLINK_QUIC_NATIVE, else the prebuilt platform package `@agentlink/quic-<target>`
+ * (an optionalDependency, so npm installs only the one for this machine). Never throws: a failure is a reason.
+ */
+export function loadNative(): NativeLoad {
+  if (cached) return cached;
+  const require = createRequire(import.meta.url);
+  const target = platformTarget();
+  const candidates = [process.env.AGENTLINK_QUIC_NATIVE, `@agentlink/quic-${target}`].filter((c): c is string => !!c);
+  const failures: string[] = [];
+  for (const candidate of candidates) {
+    try {
+      const binding = require(candidate) as NativeBinding;
+      cached = { ok: true, binding, from: require.resolve(candidate) };
+      return cached;
+    } catch (error) {
+      failures.push(`${candidate}: ${(error as Error).message.split('\n')[0]}`);
+    }
+  }
+  cached = {
+    ok: false,
+    reason: `no QUIC engine for ${target} (${failures.join('; ')}). Install @agentlink/quic-${target}, or build it: pnpm --filter @agentlink/quic build:native (needs cargo)`,
+  };
+  return cached;
+}
+
+export const packageDirectory = fileURLToPath(new URL('..', import.meta.url));

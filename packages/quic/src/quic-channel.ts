@@ -1,0 +1,75 @@
+import { AgentError, errorCodeToNumber, type AgentId, type Channel, type ChannelStream, type OpenStreamOptions } from '@agentlink/core';
+import { fromNative } from './native-errors.js';
+import type { NativeConnection, NativeStream } from './native.js';
+import { QuicChannelStream } from './quic-stream.js';
+
+/** QUIC's own stream priority for agentlink's four levels (higher is sent first). */
+const PRIORITY = { critical: 3, high: 2, normal: 1, low: 0 } as const;
+
+/** A QUIC connection as a Channel: streams map 1:1 to QUIC streams (no head-of-line blocking between calls). */
+export class QuicChannel implements Channel {
+  readonly kind = 'quic';
+  readonly remoteAddress: string;
+  readonly closed: Promise<AgentError>;
+  private closeReason: AgentError | undefined;
+  private streams = 0;
+
+  constructor(
+    private readonly connection: NativeConnection,
+    readonly peer: AgentId,
+    readonly initiator: 'local' | 'remote',
+    onStream: (stream: ChannelStream, channel: Channel) => void,
+  ) {
+    this.remoteAddress = connection.remoteAddress;
+    this.closed = connection.closed().then((message) => {
+      this.closeReason ??= fromNative(new Error(message));
+      return this.closeReason;
+    });
+    void this.acceptStreams(onStream);
+  }
+
+  get isClosed(): boolean {
+    return this.closeReason !== undefined;
+  }
+
+  get activeStreams(): number {
+    return this.streams;
+  }
+
+  /** Round-trip time and counters as the QUIC engine sees them. */
+  stats(): ReturnType<NativeConnection['stats']> {
+    return this.connection.stats();
+  }
+
+  async openStream(options?: OpenStreamOptions): Promise<ChannelStream> {
+    if (this.closeReason) throw this.closeReason;
+    let native;
+    try {
+      native = await this.connection.openStream();
+    } catch (error) {
+      throw this.closeReason ?? fromNative(error);
+    }
+    if (options?.priority && options.priority !== 'normal') native.setPriority(PRIORITY[options.priority]);
+    return this.track(native);
+  }
+
+  async close(reason = new AgentError('CLOSED', 'channel closed')): Promise<void> {
+    if (this.closeReason) return;
+    this.closeReason = reason;
+    this.connection.close(errorCodeToNumber(reason.code), reason.message.slice(0, 512));
+    await this.closed;
+  }
+
+  private track(native: NativeStream): QuicChannelStream {
+    this.streams++;
+    return new QuicChannelStream(native, () => this.streams--);
+  }
+
+  private async acceptStreams(onStream: (stream: ChannelStream, channel: Channel) => void): Promise<void> {
+    for (;;) {
+      const native = await this.connection.acceptStream();
+      if (!native) return;
+      onStream(this.track(native), this);
+    }
+  }
+}

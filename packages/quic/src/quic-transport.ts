@@ -1,0 +1,135 @@
+import {
+  AgentError,
+  agentIdFromPublicKey,
+  publicKeyFromAgentId,
+  type Channel,
+  type DialContext,
+  type ListenContext,
+  type Listener,
+  type Transport,
+  type TransportContext,
+} from '@agentlink/core';
+import { fromNative } from './native-errors.js';
+import { loadNative, type NativeEndpoint } from './native.js';
+import { QuicChannel } from './quic-channel.js';
+
+export interface QuicOptions {
+  /** UDP port to listen on (0 = any free port). Omit both port and host to only dial. */
+  port?: number;
+  /** Address to bind (default 127.0.0.1 when only a port is given). */
+  host?: string;
+  /** A peer silent this long is gone; keep-alives go out every third of it (default 10 s). */
+  idleTimeoutMs?: number;
+  /** Upper bound of one QUIC handshake (default 5 s). */
+  connectTimeoutMs?: number;
+  /** Receive windows in bytes: per stream (default 2 MiB) and per connection (default 16 MiB). */
+  streamWindow?: number;
+  connectionWindow?: number;
+  /** Streams a peer may have open at once (default 1024). */
+  maxStreams?: number;
+}
+
+let warnedUnavailable = false;
+
+/**
+ * The QUIC channel, on agentlink's own engine. One UDP socket per agent both listens and dials (so two agents
+ * can connect to each other at once, as hole punching needs); TLS 1.3 pins agent keys both ways. Where the
+ * engine cannot load, the transport says why once and refuses to dial, and the agent's other channels work.
+ */
+export function quic(options: QuicOptions = {}): Transport & { endpoint(): Promise<NativeEndpoint | undefined> } {
+  const listens = options.port !== undefined || options.host !== undefined;
+  let endpoint: Promise<NativeEndpoint> | undefined;
+
+  const bind = (context: TransportContext, accept: boolean, host: string, port: number): Promise<NativeEndpoint> => {
+    const native = loadNative();
+    if (!native.ok) return Promise.reject(new AgentError('UNAVAILABLE', `QUIC is off: ${native.reason}`));
+    return native.binding
+      .bindEndpoint({
+        host,
+        port,
+        cert: context.tls.certDer,
+        key: context.tls.keyDer,
+        accept,
+        idleTimeoutMs: options.idleTimeoutMs,
+        streamWindow: options.streamWindow,
+        connectionWindow: options.connectionWindow,
+        maxStreams: options.maxStreams,
+      })
+      .catch((error: unknown) => Promise.reject(fromNative(error)));
+  };
+
+  return {
+    kind: 'quic',
+    protocols: ['quic:'],
+
+    endpoint: async () => endpoint,
+
+    async listen(context: ListenContext): Promise<Listener> {
+      if (!listens) return { addresses: [], close: async () => undefined };
+      const native = loadNative();
+      if (!native.ok) {
+        if (!warnedUnavailable) {
+          warnedUnavailable = true;
+          process.emitWarning(`QUIC is off: ${native.reason}. Other channels still work.`, { code: 'AGENTLINK_QUIC_UNAVAILABLE' });
+        }
+        return { addresses: [], close: async () => undefined };
+      }
+      const host = options.host ?? '127.0.0.1';
+      const bound = bind(context, true, host, options.port ?? 0);
+      endpoint = bound;
+      const listening = await bound;
+      void (async () => {
+        for (;;) {
+          const connection = await listening.accept();
+          if (!connection) return;
+          const peer = agentIdFromPublicKey(connection.peerKey);
+          context.onChannel(new QuicChannel(connection, peer, 'remote', context.onStream));
+        }
+      })();
+      const shownHost = host.includes(':') ? `[${host}]` : host;
+      return {
+        addresses: [`quic://${shownHost}:${listening.localPort}`],
+        close: async () => listening.close(0, 'listener closed'),
+      };
+    },
+
+    async dial(address: URL, context: DialContext): Promise<Channel> {
+      endpoint ??= bind(context, false, address.hostname.startsWith('[') ? '::' : '0.0.0.0', 0);
+      const local = await endpoint;
+      if (context.signal.aborted) throw dialAborted(context.signal);
+      const host = address.hostname.replace(/^\[|\]$/g, '');
+      const port = Number(address.port);
+      const timeoutMs = options.connectTimeoutMs ?? 5000;
+      const connecting = local.connect(host, port, Buffer.from(publicKeyFromAgentId(context.expectedPeer)), timeoutMs);
+      const connection = await new Promise<Awaited<typeof connecting>>((resolve, reject) => {
+        const onAbort = (): void => reject(dialAborted(context.signal));
+        context.signal.addEventListener('abort', onAbort, { once: true });
+        connecting.then(
+          (c) => {
+            context.signal.removeEventListener('abort', onAbort);
+            if (context.signal.aborted) c.close(1, 'dial aborted');
+            resolve(c);
+          },
+          (error: unknown) => {
+            context.signal.removeEventListener('abort', onAbort);
+            reject(fromNative(error));
+          },
+        );
+      });
+      return new QuicChannel(connection, context.expectedPeer, 'local', context.onStream);
+    },
+
+    async close(): Promise<void> {
+      const bound = endpoint;
+      endpoint = undefined;
+      (await bound?.catch(() => undefined))?.close(0, 'agent closed');
+    },
+  };
+}
+
+function dialAborted(signal: AbortSignal): AgentError {
+  const reason: unknown = signal.reason;
+  if (reason instanceof AgentError) return reason;
+  const timedOut = reason instanceof Error && reason.name === 'TimeoutError';
+  return new AgentError(timedOut ? 'UNAVAILABLE' : 'CANCELLED', timedOut ? 'connect timed out' : 'dial aborted', { cause: reason });
+}

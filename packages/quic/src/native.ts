@@ -1,5 +1,4 @@
 import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
 
 /** The addon's surface (packages/quic/native/src): what this package calls, nothing more. */
 export interface NativeStream {
@@ -10,6 +9,7 @@ export interface NativeStream {
   finish(): Promise<void>;
   reset(code: number): void;
   setPriority(priority: number): void;
+  release(): void;
 }
 
 export interface NativeConnection {
@@ -20,6 +20,7 @@ export interface NativeConnection {
   acceptStream(): Promise<NativeStream | null>;
   close(code: number, reason: string): void;
   closed(): Promise<string>;
+  release(): void;
   stats(): { rttMs: number; sentBytes: number; receivedBytes: number; lostPackets: number; congestionWindow: number };
 }
 
@@ -64,14 +65,16 @@ export function platformTarget(): string {
 let cached: NativeLoad | undefined;
 
 /**
- * Finds the engine: $AGENTLINK_QUIC_NATIVE, else the prebuilt platform package `@agentlink/quic-<target>`
+ * Finds the engine: the file named by $AGENTLINK_QUIC_NATIVE if set, else the prebuilt platform package `@agentlink/quic-<target>`
  * (an optionalDependency, so npm installs only the one for this machine). Never throws: a failure is a reason.
  */
 export function loadNative(): NativeLoad {
   if (cached) return cached;
   const require = createRequire(import.meta.url);
   const target = platformTarget();
-  const candidates = [process.env.AGENTLINK_QUIC_NATIVE, `@agentlink/quic-${target}`].filter((c): c is string => !!c);
+  // An explicit path is authoritative (a wrong one turns QUIC off rather than silently loading another build).
+  const override = process.env.AGENTLINK_QUIC_NATIVE;
+  const candidates = override ? [override] : [`@agentlink/quic-${target}`];
   const failures: string[] = [];
   for (const candidate of candidates) {
     try {
@@ -88,5 +91,3 @@ export function loadNative(): NativeLoad {
   };
   return cached;
 }
-
-export const packageDirectory = fileURLToPath(new URL('..', import.meta.url));

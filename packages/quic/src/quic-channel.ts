@@ -23,6 +23,7 @@ export class QuicChannel implements Channel {
     this.remoteAddress = connection.remoteAddress;
     this.closed = connection.closed().then((message) => {
       this.closeReason ??= fromNative(new Error(message));
+      connection.release(); // free the connection's state now, not at the next garbage collection
       return this.closeReason;
     });
     void this.acceptStreams(onStream);

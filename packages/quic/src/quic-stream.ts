@@ -78,6 +78,7 @@ export class QuicChannelStream implements ChannelStream {
   private release(): void {
     if (this.released) return;
     this.released = true;
+    this.native.release();
     this.onDone();
   }
 }

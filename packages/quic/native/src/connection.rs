@@ -17,13 +17,29 @@ pub struct ConnectionStats {
 /// An established, mutually authenticated QUIC connection to one agent.
 #[napi]
 pub struct QuicConnection {
-    connection: Connection,
+    /// Taken out by `release`, so a closed connection's state is freed now rather than when JS collects this.
+    connection: std::sync::Mutex<Option<Connection>>,
+    remote_address: String,
+    stable_id: f64,
     peer_key: [u8; 32],
 }
 
 impl QuicConnection {
     pub fn new(connection: Connection, peer_key: [u8; 32]) -> Self {
-        Self { connection, peer_key }
+        Self {
+            remote_address: connection.remote_address().to_string(),
+            stable_id: connection.stable_id() as f64,
+            connection: std::sync::Mutex::new(Some(connection)),
+            peer_key,
+        }
+    }
+
+    fn get(&self) -> Result<Connection> {
+        self.connection
+            .lock()
+            .ok()
+            .and_then(|c| c.clone())
+            .ok_or_else(|| coded("CLOSED", "connection released"))
     }
 }
 
@@ -37,50 +53,63 @@ impl QuicConnection {
 
     #[napi(getter)]
     pub fn remote_address(&self) -> String {
-        self.connection.remote_address().to_string()
+        self.remote_address.clone()
     }
 
     #[napi(getter)]
     pub fn stable_id(&self) -> f64 {
-        self.connection.stable_id() as f64
+        self.stable_id
     }
 
     #[napi]
     pub async fn open_stream(&self) -> Result<QuicStream> {
-        let (send, recv) = self.connection.open_bi().await.map_err(|e| connection_error(&e))?;
+        let (send, recv) = self.get()?.open_bi().await.map_err(|e| connection_error(&e))?;
         Ok(QuicStream::new(send, recv))
     }
 
     /// The next stream the peer opened, or null once the connection is closed (see `closed`).
     #[napi]
     pub async fn accept_stream(&self) -> Option<QuicStream> {
-        let (send, recv) = self.connection.accept_bi().await.ok()?;
+        let (send, recv) = self.get().ok()?.accept_bi().await.ok()?;
         Some(QuicStream::new(send, recv))
     }
 
     /// Closes with an application code and reason; every stream fails at once.
     #[napi]
     pub fn close(&self, code: u32, reason: String) {
-        self.connection.close(VarInt::from_u32(code), reason.as_bytes());
+        if let Ok(connection) = self.get() {
+            connection.close(VarInt::from_u32(code), reason.as_bytes());
+        }
+    }
+
+    /// Drops this handle's hold on the connection (call after `closed` resolved).
+    #[napi]
+    pub fn release(&self) {
+        if let Ok(mut connection) = self.connection.lock() {
+            connection.take();
+        }
     }
 
     /// Resolves with the reason (as an Error message `CODE|detail`) once the connection is closed.
     #[napi]
     pub async fn closed(&self) -> String {
-        let error = self.connection.closed().await;
-        connection_error(&error).reason
+        match self.get() {
+            Ok(connection) => connection_error(&connection.closed().await).reason,
+            Err(e) => e.reason,
+        }
     }
 
     #[napi]
-    pub fn stats(&self) -> ConnectionStats {
-        let stats = self.connection.stats();
-        ConnectionStats {
-            rtt_ms: self.connection.rtt().as_secs_f64() * 1000.0,
+    pub fn stats(&self) -> Result<ConnectionStats> {
+        let connection = self.get()?;
+        let stats = connection.stats();
+        Ok(ConnectionStats {
+            rtt_ms: connection.rtt().as_secs_f64() * 1000.0,
             sent_bytes: stats.udp_tx.bytes as f64,
             received_bytes: stats.udp_rx.bytes as f64,
             lost_packets: stats.path.lost_packets as f64,
             congestion_window: stats.path.cwnd as f64,
-        }
+        })
     }
 }
 

@@ -13,15 +13,20 @@ use crate::errors::{coded, read_error, write_error};
 
 #[napi]
 pub struct QuicStream {
-    send: Arc<Mutex<SendStream>>,
-    recv: Arc<Mutex<RecvStream>>,
+    /// Halves are None once released, freeing their buffers without waiting for JS garbage collection.
+    send: Arc<Mutex<Option<SendStream>>>,
+    recv: Arc<Mutex<Option<RecvStream>>>,
     /// Set by a local reset: wakes a read or write that is waiting, so it fails at once.
     reset: watch::Sender<Option<u32>>,
 }
 
+fn released() -> napi::Error {
+    coded("CLOSED", "stream released")
+}
+
 impl QuicStream {
     pub fn new(send: SendStream, recv: RecvStream) -> Self {
-        Self { send: Arc::new(Mutex::new(send)), recv: Arc::new(Mutex::new(recv)), reset: watch::channel(None).0 }
+        Self { send: Arc::new(Mutex::new(Some(send))), recv: Arc::new(Mutex::new(Some(recv))), reset: watch::channel(None).0 }
     }
 
     fn locally_reset(&self) -> Option<u32> {
@@ -50,7 +55,8 @@ impl QuicStream {
         if let Some(code) = self.locally_reset() {
             return Err(coded("LOCAL_RESET", code));
         }
-        let Ok(mut send) = self.send.try_lock() else { return Ok(0) };
+        let Ok(mut guard) = self.send.try_lock() else { return Ok(0) };
+        let send = guard.as_mut().ok_or_else(released)?;
         match send.write(&data).now_or_never() {
             Some(Ok(written)) => Ok(written as u32),
             Some(Err(e)) => Err(write_error(e)),
@@ -61,7 +67,8 @@ impl QuicStream {
     /// Writes all of `data`, resolving once quinn accepted it within the stream's and connection's credit.
     #[napi]
     pub async fn write(&self, data: Buffer) -> Result<()> {
-        let mut send = self.send.lock().await;
+        let mut guard = self.send.lock().await;
+        let send = guard.as_mut().ok_or_else(released)?;
         tokio::select! {
             result = send.write_all(&data) => result.map_err(write_error),
             code = self.wait_for_reset() => Err(coded("LOCAL_RESET", code)),
@@ -71,7 +78,8 @@ impl QuicStream {
     /// Returns bytes already received, without waiting; None when nothing is ready (then call `read`).
     #[napi]
     pub fn try_read(&self, max: u32) -> Result<Option<Buffer>> {
-        let Ok(mut recv) = self.recv.try_lock() else { return Ok(None) };
+        let Ok(mut guard) = self.recv.try_lock() else { return Ok(None) };
+        let recv = guard.as_mut().ok_or_else(released)?;
         match recv.read_chunk(max as usize, true).now_or_never() {
             Some(Ok(Some(chunk))) => Ok(Some(chunk.bytes.to_vec().into())),
             Some(Err(e)) => Err(read_error(e)),
@@ -82,7 +90,8 @@ impl QuicStream {
     /// The next bytes (at most `max`), or null once the peer finished its side.
     #[napi]
     pub async fn read(&self, max: u32) -> Result<Option<Buffer>> {
-        let mut recv = self.recv.lock().await;
+        let mut guard = self.recv.lock().await;
+        let recv = guard.as_mut().ok_or_else(released)?;
         tokio::select! {
             result = recv.read_chunk(max as usize, true) => match result {
                 Ok(Some(chunk)) => Ok(Some(chunk.bytes.to_vec().into())),
@@ -96,8 +105,8 @@ impl QuicStream {
     /// Ends our sending side after everything written so far.
     #[napi]
     pub async fn finish(&self) -> Result<()> {
-        let mut send = self.send.lock().await;
-        send.finish().map_err(|e| coded("CLOSED", e))
+        let mut guard = self.send.lock().await;
+        guard.as_mut().ok_or_else(released)?.finish().map_err(|e| coded("CLOSED", e))
     }
 
     /// Aborts both directions with `code`: RESET_STREAM for our side, STOP_SENDING for theirs. A read or write
@@ -110,14 +119,14 @@ impl QuicStream {
         let _ = self.reset.send(Some(code));
         let code = VarInt::from_u32(code);
         if let (Ok(mut send), Ok(mut recv)) = (self.send.try_lock(), self.recv.try_lock()) {
-            let _ = send.reset(code);
-            let _ = recv.stop(code);
+            send.as_mut().map(|s| s.reset(code));
+            recv.as_mut().map(|r| r.stop(code));
             return;
         }
         let (send, recv) = (self.send.clone(), self.recv.clone());
         napi::bindgen_prelude::spawn(async move {
-            let _ = send.lock().await.reset(code);
-            let _ = recv.lock().await.stop(code);
+            send.lock().await.as_mut().map(|s| s.reset(code));
+            recv.lock().await.as_mut().map(|r| r.stop(code));
         });
     }
 
@@ -125,7 +134,18 @@ impl QuicStream {
     #[napi]
     pub fn set_priority(&self, priority: i32) {
         if let Ok(send) = self.send.try_lock() {
-            let _ = send.set_priority(priority);
+            send.as_ref().map(|s| s.set_priority(priority));
         }
+    }
+
+    /// Frees both halves once the stream is done on both sides (or failed). Dropping a finished SendStream
+    /// still delivers its data; an unfinished one is reset by quinn.
+    #[napi]
+    pub fn release(&self) {
+        let (send, recv) = (self.send.clone(), self.recv.clone());
+        napi::bindgen_prelude::spawn(async move {
+            send.lock().await.take();
+            recv.lock().await.take();
+        });
     }
 }

@@ -19,7 +19,7 @@ export type {
 } from './channel.js';
 export { MuxedChannel } from './mux/muxed-channel.js';
 export type { MessagePipe, MuxedChannelInit, MuxOptions } from './mux/muxed-channel.js';
-export { DEFAULT_MAX_FRAME_SIZE, FRAME_HEADER_BYTES, decodePayload, encodeFrame } from './wire/codec.js';
+export { DEFAULT_MAX_FRAME_SIZE, FRAME_HEADER_BYTES, decodePayload, encodeFrame, encodeFrameSegments } from './wire/codec.js';
 export { FrameDecoder } from './wire/frame-decoder.js';
 export { FramedStream } from './wire/framed-stream.js';
 export { MessageType, PRIORITIES } from './wire/messages.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { Packr } from 'msgpackr';
-import { AgentError, FrameDecoder, decodePayload, encodeFrame, type WireMessage } from '../src/index.js';
+import { AgentError, FrameDecoder, decodePayload, encodeFrame, encodeFrameSegments, type WireMessage } from '../src/index.js';
 
 const samples: WireMessage[] = [
   { type: 'request', method: 'llm.generate', timeoutMs: 1500, priority: 'critical', metadata: { trace: 't1' }, body: { prompt: 'hi', bytes: Buffer.from([1, 2, 3]) }, mode: 'stream' },
@@ -128,6 +128,31 @@ describe(`frame decoder fuzz (${FUZZ_RUNS} runs each)`, () => {
         feed([bytes.subarray(0, cut), bytes.subarray(cut)]);
       }),
       { numRuns: FUZZ_RUNS },
+    );
+  });
+});
+
+describe('zero-copy binary frames', () => {
+  it('split large binary item/response bodies into a header and the body itself, decoding to the same message', () => {
+    for (const type of ['item', 'response'] as const) {
+      const body = Buffer.alloc(20_000, 5);
+      const segments = encodeFrameSegments({ type, body });
+      expect(segments).toHaveLength(2);
+      expect(segments[1]).toBe(body);
+      const joined = Buffer.concat(segments);
+      const [message] = decodeAll(joined);
+      expect(message?.type).toBe(type);
+      expect(Buffer.from((message as { body: Uint8Array }).body).equals(body)).toBe(true);
+      // bin 32 where msgpackr would pick bin 16: a few bytes longer, equally valid MessagePack.
+      expect(joined.length - encodeFrame({ type, body }).length).toBeLessThanOrEqual(2);
+    }
+  });
+
+  it('keep small or non-binary bodies in one segment and enforce the limit on split ones', () => {
+    expect(encodeFrameSegments({ type: 'item', body: Buffer.alloc(100) })).toHaveLength(1);
+    expect(encodeFrameSegments({ type: 'item', body: 'x'.repeat(20_000) })).toHaveLength(1);
+    expect(() => encodeFrameSegments({ type: 'item', body: Buffer.alloc(20_000) }, 10_000)).toThrowError(
+      expect.objectContaining({ code: 'FRAME_TOO_LARGE' }),
     );
   });
 });

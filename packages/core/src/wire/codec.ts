@@ -27,6 +27,33 @@ export function encodeFrame(message: WireMessage, maxFrameSize = DEFAULT_MAX_FRA
   return frame;
 }
 
+/** Binary bodies from this size on are framed around, not copied into the frame (see `encodeFrameSegments`). */
+const ZERO_COPY_BODY = 16 * 1024;
+
+/**
+ * Encodes one message as frame segments to write in order. Usually one buffer; for an item or response whose body
+ * is a large Uint8Array, two: the frame header with msgpack's `bin 32` header (`92 0X c6 <u32 len>`), then the
+ * caller's bytes themselves, so streaming binary data costs no copy and no allocation of its size. The bytes on
+ * the wire are the same valid MessagePack either way.
+ */
+export function encodeFrameSegments(message: WireMessage, maxFrameSize = DEFAULT_MAX_FRAME_SIZE): Uint8Array[] {
+  if ((message.type === 'item' || message.type === 'response') && message.body instanceof Uint8Array && message.body.length >= ZERO_COPY_BODY) {
+    const body = message.body;
+    const payloadLength = 7 + body.length;
+    if (payloadLength > maxFrameSize) {
+      throw new AgentError('FRAME_TOO_LARGE', `${message.type} frame of ${payloadLength} bytes exceeds the ${maxFrameSize}-byte limit`);
+    }
+    const head = Buffer.allocUnsafe(FRAME_HEADER_BYTES + 7);
+    head.writeUInt32BE(payloadLength, 0);
+    head[4] = 0x92; // fixarray of 2
+    head[5] = message.type === 'item' ? 3 : 2;
+    head[6] = 0xc6; // bin 32
+    head.writeUInt32BE(body.length, 7);
+    return [head, body];
+  }
+  return [encodeFrame(message, maxFrameSize)];
+}
+
 /** Decodes and validates one frame payload (without its length header). */
 export function decodePayload(payload: Uint8Array): WireMessage {
   let value: unknown;

@@ -1,6 +1,6 @@
 import { AgentError } from '../errors.js';
 import type { ChannelStream } from '../channel.js';
-import { decodePayload, encodeFrame } from './codec.js';
+import { decodePayload, encodeFrameSegments } from './codec.js';
 import { FrameDecoder } from './frame-decoder.js';
 import type { WireMessage } from './messages.js';
 
@@ -18,7 +18,10 @@ export class FramedStream {
 
   /** Encodes and writes one message; resolves when the transport accepted it (backpressure). */
   send(message: WireMessage): Promise<void> {
-    return this.stream.write(encodeFrame(message, this.maxFrameSize));
+    const segments = encodeFrameSegments(message, this.maxFrameSize);
+    if (segments.length === 1) return this.stream.write(segments[0]!);
+    // In order: a second write must not overtake a first one still waiting for credit.
+    return this.stream.write(segments[0]!).then(() => this.stream.write(segments[1]!));
   }
 
   /** The next message, or undefined when the peer ended the stream cleanly between frames. */

@@ -20,6 +20,18 @@ pub struct QuicStream {
     reset: watch::Sender<Option<u32>>,
 }
 
+/// Appends chunks that are ready now (no waiting) to `out`, up to `max` bytes in total.
+fn drain_ready(recv: &mut RecvStream, max: usize, out: &mut Vec<u8>) -> std::result::Result<(), quinn::ReadError> {
+    while out.len() < max {
+        match recv.read_chunk(max - out.len(), true).now_or_never() {
+            Some(Ok(Some(chunk))) => out.extend_from_slice(&chunk.bytes),
+            Some(Ok(None)) | None => return Ok(()),
+            Some(Err(e)) => return if out.is_empty() { Err(e) } else { Ok(()) },
+        }
+    }
+    Ok(())
+}
+
 fn released() -> napi::Error {
     coded("CLOSED", "stream released")
 }
@@ -75,31 +87,35 @@ impl QuicStream {
         }
     }
 
-    /// Returns bytes already received, without waiting; None when nothing is ready (then call `read`).
+    /// Returns bytes already received (up to `max`), without waiting; None when nothing is ready (then `read`).
     #[napi]
     pub fn try_read(&self, max: u32) -> Result<Option<Buffer>> {
         let Ok(mut guard) = self.recv.try_lock() else { return Ok(None) };
         let recv = guard.as_mut().ok_or_else(released)?;
-        match recv.read_chunk(max as usize, true).now_or_never() {
-            Some(Ok(Some(chunk))) => Ok(Some(chunk.bytes.to_vec().into())),
-            Some(Err(e)) => Err(read_error(e)),
-            _ => Ok(None),
+        let mut out = Vec::new();
+        match drain_ready(recv, max as usize, &mut out) {
+            Ok(_) if !out.is_empty() => Ok(Some(out.into())),
+            Ok(_) => Ok(None),
+            Err(e) => Err(read_error(e)),
         }
     }
 
-    /// The next bytes (at most `max`), or null once the peer finished its side.
+    /// The next bytes (at most `max`: everything already received, once at least one chunk is), or null once
+    /// the peer finished its side.
     #[napi]
     pub async fn read(&self, max: u32) -> Result<Option<Buffer>> {
         let mut guard = self.recv.lock().await;
         let recv = guard.as_mut().ok_or_else(released)?;
-        tokio::select! {
-            result = recv.read_chunk(max as usize, true) => match result {
-                Ok(Some(chunk)) => Ok(Some(chunk.bytes.to_vec().into())),
-                Ok(None) => Ok(None),
-                Err(e) => Err(read_error(e)),
-            },
-            code = self.wait_for_reset() => Err(coded("LOCAL_RESET", code)),
-        }
+        let first = tokio::select! {
+            result = recv.read_chunk(max as usize, true) => result.map_err(read_error)?,
+            code = self.wait_for_reset() => return Err(coded("LOCAL_RESET", code)),
+        };
+        let Some(first) = first else { return Ok(None) };
+        let mut out = Vec::with_capacity((max as usize).min(first.bytes.len() * 8));
+        out.extend_from_slice(&first.bytes);
+        // Coalesce what else is already here: one call into JavaScript per burst, not per QUIC packet.
+        let _ = drain_ready(recv, max as usize, &mut out);
+        Ok(Some(out.into()))
     }
 
     /// Ends our sending side after everything written so far.

@@ -1,0 +1,156 @@
+/**
+ * The serving side of an agentbench run, in its own process: every subject's server on loopback (or the given
+ * host), speaking the same two operations — echo, and download N bytes in chunks — so each figure compares like
+ * with like. Prints the addresses as one JSON line.
+ */
+import { createSecureServer, type ServerHttp2Stream } from 'node:http2';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { pathToFileURL } from 'node:url';
+import { createAgent, Identity, selfSignedCertificate } from '@agentlink/core';
+import { loadNative, quic, type NativeStream } from '@agentlink/quic';
+import { webSocket } from '@agentlink/ws';
+import { WebSocketServer, type WebSocket } from 'ws';
+import type { ServerAddresses } from './subjects/subject.js';
+
+const HIGH_WATER = 8 * 1024 * 1024;
+
+export async function startServers(host = '127.0.0.1'): Promise<{ addresses: ServerAddresses; close(): Promise<void> }> {
+  const identity = Identity.generate();
+  const tls = selfSignedCertificate(identity);
+  const native = loadNative();
+
+  // agentlink: one agent, reachable over every channel kind this machine has.
+  const agent = await createAgent({
+    identity,
+    channels: [...(native.ok ? [quic({ port: 0, host })] : []), webSocket({ port: 0, host })],
+    maxFrameSize: 64 * 1024 * 1024,
+  });
+  agent.handle('echo', (body: unknown) => body);
+  agent.handleStream('download', async function* ({ total, chunk }: { total: number; chunk: number }) {
+    const buffer = Buffer.alloc(chunk, 7);
+    for (let sent = 0; sent < total; sent += chunk) yield sent + chunk <= total ? buffer : buffer.subarray(0, total - sent);
+  });
+
+  // raw ws over TLS 1.3: binary messages echo; the text "download <total> <chunk>" streams bytes then "done".
+  const https = createHttpsServer({ key: tls.key, cert: tls.cert, minVersion: 'TLSv1.3' });
+  const wss = new WebSocketServer({ server: https, perMessageDeflate: false, maxPayload: 64 * 1024 * 1024 });
+  wss.on('connection', (ws) => {
+    ws.on('message', (data, isBinary) => {
+      if (isBinary) return ws.send(data as Buffer);
+      const [, total, chunk] = data.toString().split(' ').map(Number) as [number, number, number];
+      void wsDownload(ws, total, chunk);
+    });
+  });
+  await new Promise<void>((resolve) => https.listen(0, host, resolve));
+
+  // raw node:http2 over TLS 1.3 (h2): POST /echo returns the body; GET /download?total&chunk streams bytes.
+  const h2 = createSecureServer({ key: tls.key, cert: tls.cert, minVersion: 'TLSv1.3', settings: { initialWindowSize: 8 * 1024 * 1024 } });
+  h2.on('session', (session) => session.setLocalWindowSize(32 * 1024 * 1024));
+  h2.on('stream', (stream, headers) => {
+    const url = new URL(headers[':path'] ?? '/', 'https://x');
+    if (url.pathname === '/echo') {
+      const parts: Buffer[] = [];
+      stream.on('data', (d: Buffer) => parts.push(d));
+      stream.on('end', () => {
+        stream.respond({ ':status': 200 });
+        stream.end(Buffer.concat(parts));
+      });
+    } else {
+      stream.respond({ ':status': 200 });
+      void streamDownload(stream, Number(url.searchParams.get('total')), Number(url.searchParams.get('chunk')));
+    }
+  });
+  await new Promise<void>((resolve) => h2.listen(0, host, resolve));
+
+  // raw QUIC engine: per stream, byte 0 = echo (returns what follows), byte 1 = download (u32 total, u32 chunk).
+  let rawQuic: ServerAddresses['rawQuic'];
+  let closeRawQuic = (): void => undefined;
+  if (native.ok) {
+    const endpoint = await native.binding.bindEndpoint({ host, port: 0, cert: tls.certDer, key: tls.keyDer, accept: true });
+    rawQuic = { host, port: endpoint.localPort, key: identity.id };
+    closeRawQuic = () => endpoint.close(0, 'done');
+    void (async () => {
+      for (let connection = await endpoint.accept(); connection; connection = await endpoint.accept()) {
+        const accepted = connection;
+        void (async () => {
+          for (let stream = await accepted.acceptStream(); stream; stream = await accepted.acceptStream()) {
+            void serveRawQuicStream(stream).catch(() => undefined);
+          }
+        })();
+      }
+    })();
+  }
+
+  const port = (server: { address(): unknown }): number => (server.address() as AddressInfo).port;
+  return {
+    addresses: {
+      agentlinkQuic: agent.addresses.find((a) => a.includes('@quic://')),
+      agentlinkWs: agent.addresses.find((a) => a.includes('@wss://'))!,
+      rawWss: `wss://${host}:${port(https)}`,
+      rawHttp2: `https://${host}:${port(h2)}`,
+      rawQuic,
+    },
+    async close() {
+      closeRawQuic();
+      for (const client of wss.clients) client.terminate();
+      https.closeAllConnections();
+      h2.close();
+      https.close();
+      await agent.close();
+    },
+  };
+}
+
+async function wsDownload(ws: WebSocket, total: number, chunk: number): Promise<void> {
+  const buffer = Buffer.alloc(chunk, 7);
+  for (let sent = 0; sent < total; sent += chunk) {
+    const piece = sent + chunk <= total ? buffer : buffer.subarray(0, total - sent);
+    if (ws.bufferedAmount > HIGH_WATER) await new Promise((resolve) => ws.send(piece, resolve));
+    else ws.send(piece);
+  }
+  ws.send('done');
+}
+
+async function streamDownload(stream: ServerHttp2Stream, total: number, chunk: number): Promise<void> {
+  const buffer = Buffer.alloc(chunk, 7);
+  for (let sent = 0; sent < total; sent += chunk) {
+    const piece = sent + chunk <= total ? buffer : buffer.subarray(0, total - sent);
+    if (!stream.write(piece)) await new Promise((resolve) => stream.once('drain', resolve));
+  }
+  stream.end();
+}
+
+async function serveRawQuicStream(stream: NativeStream): Promise<void> {
+  const parts: Buffer[] = [];
+  for (;;) {
+    const data = stream.tryRead(1 << 20) ?? (await stream.read(1 << 20));
+    if (!data) break;
+    parts.push(data);
+  }
+  const request = Buffer.concat(parts);
+  if (request[0] === 0) {
+    const reply = request.subarray(1);
+    const taken = stream.tryWrite(reply);
+    if (taken < reply.length) await stream.write(reply.subarray(taken));
+  } else {
+    const total = request.readUInt32BE(1);
+    const chunk = request.readUInt32BE(5);
+    const buffer = Buffer.alloc(chunk, 7);
+    for (let sent = 0; sent < total; sent += chunk) {
+      const piece = sent + chunk <= total ? buffer : buffer.subarray(0, total - sent);
+      const taken = stream.tryWrite(piece);
+      if (taken < piece.length) await stream.write(piece.subarray(taken));
+    }
+  }
+  await stream.finish();
+  stream.release();
+}
+
+// Run directly: `node server.js [host]` prints the addresses and serves until stdin closes.
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const servers = await startServers(process.argv[2]);
+  process.stdout.write(`${JSON.stringify(servers.addresses)}\n`);
+  process.stdin.resume();
+  process.stdin.on('end', () => void servers.close().then(() => process.exit(0)));
+}

@@ -1,0 +1,36 @@
+import { createAgent, type Agent, type Transport } from '@agentlink/core';
+import type { Session, Subject } from './subject.js';
+
+/**
+ * An agentlink channel, measured through the public Agent API (send / stream), as users call it. One client
+ * agent (its key, certificate and socket made once, as in an application); each session is a fresh channel.
+ */
+export function agentlinkSubject(name: string, baseline: string, address: string, transport: () => Transport): Subject {
+  let agent: Promise<Agent> | undefined;
+  return {
+    name,
+    baseline,
+    async connect(): Promise<Session> {
+      agent ??= createAgent({ channels: [transport()], maxFrameSize: 64 * 1024 * 1024, defaultTimeoutMs: 120_000 });
+      const client = await agent;
+      await client.ping(address);
+      return {
+        async echo(payload) {
+          const reply = await client.send<Uint8Array>(address, 'echo', payload);
+          if (reply.length !== payload.length) throw new Error(`${name}: echo of ${payload.length} bytes came back as ${reply.length}`);
+        },
+        async download(totalBytes, chunkBytes) {
+          let received = 0;
+          for await (const chunk of client.stream<Uint8Array>(address, 'download', { total: totalBytes, chunk: chunkBytes })) received += chunk.length;
+          return received;
+        },
+        async close() {
+          await Promise.all(client.channels().map((channel) => channel.close()));
+        },
+      };
+    },
+    async dispose() {
+      await (await agent)?.close();
+    },
+  };
+}

@@ -1,0 +1,38 @@
+import { connect, type ClientHttp2Session } from 'node:http2';
+import { once } from 'node:events';
+import type { Session, Subject } from './subject.js';
+
+/** Raw node:http2 over TLS 1.3 (h2): one request stream per echo, like one agentlink call per stream. */
+export function rawHttp2Subject(url: string): Subject {
+  return {
+    name: 'raw http2 (TLS)',
+    async connect(): Promise<Session> {
+      const session: ClientHttp2Session = connect(url, {
+        rejectUnauthorized: false,
+        minVersion: 'TLSv1.3',
+        settings: { initialWindowSize: 8 * 1024 * 1024 },
+      });
+      await once(session, 'connect');
+      session.setLocalWindowSize(32 * 1024 * 1024);
+      const request = (path: string, method: string, body?: Buffer): Promise<number> =>
+        new Promise((resolve, reject) => {
+          const stream = session.request({ ':path': path, ':method': method });
+          let received = 0;
+          stream.on('data', (d: Buffer) => void (received += d.length));
+          stream.on('end', () => resolve(received));
+          stream.on('error', reject);
+          stream.end(body);
+        });
+      return {
+        async echo(payload) {
+          const received = await request('/echo', 'POST', payload);
+          if (received !== payload.length) throw new Error('short echo');
+        },
+        download: (totalBytes, chunkBytes) => request(`/download?total=${totalBytes}&chunk=${chunkBytes}`, 'GET'),
+        async close() {
+          session.destroy();
+        },
+      };
+    },
+  };
+}

@@ -1,0 +1,57 @@
+import { Identity, publicKeyFromAgentId, selfSignedCertificate, type AgentId } from '@agentlink/core';
+import type { NativeBinding, NativeEndpoint, NativeStream } from '@agentlink/quic';
+import type { Session, Subject } from './subject.js';
+
+/**
+ * The QUIC engine alone (quinn via the addon), without agentlink's framing, codec or dispatch, used the way
+ * the channel uses it (synchronous fast paths first) so the comparison isolates agentlink's own cost.
+ */
+export function rawQuicSubject(binding: NativeBinding, target: { host: string; port: number; key: string }): Subject {
+  const tls = selfSignedCertificate(Identity.generate());
+  let endpoint: Promise<NativeEndpoint> | undefined;
+  return {
+    name: 'raw QUIC engine',
+    async connect(): Promise<Session> {
+      endpoint ??= binding.bindEndpoint({ host: '0.0.0.0', port: 0, cert: tls.certDer, key: tls.keyDer, accept: false });
+      const connection = await (await endpoint).connect(target.host, target.port, Buffer.from(publicKeyFromAgentId(target.key as AgentId)), 5000);
+      const exchange = async (request: Buffer): Promise<number> => {
+        const stream = await connection.openStream();
+        const taken = stream.tryWrite(request);
+        if (taken < request.length) await stream.write(request.subarray(taken));
+        await stream.finish();
+        return readAll(stream);
+      };
+      return {
+        async echo(payload) {
+          const received = await exchange(Buffer.concat([Buffer.from([0]), payload]));
+          if (received !== payload.length) throw new Error('short echo');
+        },
+        download(totalBytes, chunkBytes) {
+          const request = Buffer.alloc(9);
+          request[0] = 1;
+          request.writeUInt32BE(totalBytes, 1);
+          request.writeUInt32BE(chunkBytes, 5);
+          return exchange(request);
+        },
+        async close() {
+          connection.close(0, 'done');
+          connection.release();
+        },
+      };
+    },
+    async dispose() {
+      (await endpoint)?.close(0, 'done');
+    },
+  };
+}
+
+async function readAll(stream: NativeStream): Promise<number> {
+  let received = 0;
+  for (;;) {
+    const data = stream.tryRead(1 << 20) ?? (await stream.read(1 << 20));
+    if (!data) break;
+    received += data.length;
+  }
+  stream.release();
+  return received;
+}

@@ -1,0 +1,28 @@
+/** Something agentbench measures: an agentlink channel, or a raw transport as the baseline beside it. */
+export interface Subject {
+  /** Shown in the table, e.g. "agentlink quic" or "raw http2 (TLS)". */
+  readonly name: string;
+  /** Name of the raw subject this one is compared with (ratios), if it is an agentlink channel. */
+  readonly baseline?: string;
+  /** Opens one fresh connection (handshake done, ready for requests) and returns it. */
+  connect(): Promise<Session>;
+  /** Releases what `connect` reuses between connections (an agent, a QUIC endpoint); run outside any timing. */
+  dispose?(): Promise<void>;
+}
+
+export interface Session {
+  /** One request/response with `payload`; resolves when the full echo arrived. */
+  echo(payload: Buffer): Promise<void>;
+  /** Receives `totalBytes` from the server on one stream, in chunks of `chunkBytes`; returns bytes received. */
+  download(totalBytes: number, chunkBytes: number): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** Addresses the server process prints, one per subject kind. */
+export interface ServerAddresses {
+  agentlinkQuic?: string;
+  agentlinkWs: string;
+  rawWss: string;
+  rawHttp2: string;
+  rawQuic?: { host: string; port: number; key: string };
+}

@@ -48,7 +48,8 @@ const addresses = JSON.parse(line.toString()) as ServerAddresses;
 const native = loadNative();
 
 const subjects: Subject[] = [
-  rawHttp2Subject(addresses.rawHttp2),
+  rawHttp2Subject(addresses.rawHttp2, false),
+  rawHttp2Subject(addresses.rawHttp2, true),
   rawWsSubject(addresses.rawWss),
   ...(native.ok && addresses.rawQuic ? [rawQuicSubject(native.binding, addresses.rawQuic)] : []),
   ...(addresses.agentlinkQuic ? [agentlinkSubject('agentlink quic', 'raw QUIC engine', addresses.agentlinkQuic, () => quic())] : []),

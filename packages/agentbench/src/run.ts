@@ -58,6 +58,7 @@ export async function measureSubject(subject: Subject, options: RunOptions): Pro
     const bulkTotal = (q ? 16 : 128) * MB;
     const bulk: number[] = [];
     let bulkBytes = 0;
+    await session.download(bulkTotal / 4, 64 * KB); // warm-up
     for (let i = 0; i < 3; i++) {
       let received = 0;
       const ms = await timed(async () => (received = await session.download(bulkTotal, 64 * KB)));

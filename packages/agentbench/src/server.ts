@@ -45,6 +45,7 @@ export async function startServers(host = '127.0.0.1'): Promise<{ addresses: Ser
   await new Promise<void>((resolve) => https.listen(0, host, resolve));
 
   // raw node:http2 over TLS 1.3 (h2): POST /echo returns the body; GET /download?total&chunk streams bytes.
+  // The server grants large windows; each client subject chooses its own (tuned or node's defaults).
   const h2 = createSecureServer({ key: tls.key, cert: tls.cert, minVersion: 'TLSv1.3', settings: { initialWindowSize: 8 * 1024 * 1024 } });
   h2.on('session', (session) => session.setLocalWindowSize(32 * 1024 * 1024));
   h2.on('stream', (stream, headers) => {

@@ -4,7 +4,7 @@ import type { NativeStream } from './native.js';
 
 const RESOLVED = Promise.resolve();
 /** Bytes asked for per read: large enough that bulk transfers are not dominated by per-read costs. */
-const READ_SIZE = 256 * 1024;
+const READ_SIZE = 1024 * 1024;
 
 /** A QUIC stream as a ChannelStream: one agentlink call per stream, no mux on top. */
 export class QuicChannelStream implements ChannelStream {

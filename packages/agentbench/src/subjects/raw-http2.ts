@@ -2,18 +2,22 @@ import { connect, type ClientHttp2Session } from 'node:http2';
 import { once } from 'node:events';
 import type { Session, Subject } from './subject.js';
 
-/** Raw node:http2 over TLS 1.3 (h2): one request stream per echo, like one agentlink call per stream. */
-export function rawHttp2Subject(url: string): Subject {
+/**
+ * Raw node:http2 over TLS 1.3 (h2): one request stream per echo, like one agentlink call per stream. `tuned`
+ * raises the flow-control windows (8 MiB per stream, 32 MiB per session) as a throughput-minded user would;
+ * otherwise node's defaults (64 KiB windows) stand, as most code runs them.
+ */
+export function rawHttp2Subject(url: string, tuned: boolean): Subject {
   return {
-    name: 'raw http2 (TLS)',
+    name: tuned ? 'raw http2 (TLS)' : 'raw http2 (TLS, default windows)',
     async connect(): Promise<Session> {
       const session: ClientHttp2Session = connect(url, {
         rejectUnauthorized: false,
         minVersion: 'TLSv1.3',
-        settings: { initialWindowSize: 8 * 1024 * 1024 },
+        ...(tuned ? { settings: { initialWindowSize: 8 * 1024 * 1024 } } : {}),
       });
       await once(session, 'connect');
-      session.setLocalWindowSize(32 * 1024 * 1024);
+      if (tuned) session.setLocalWindowSize(32 * 1024 * 1024);
       const request = (path: string, method: string, body?: Buffer): Promise<number> =>
         new Promise((resolve, reject) => {
           const stream = session.request({ ':path': path, ':method': method });

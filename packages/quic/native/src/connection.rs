@@ -12,6 +12,9 @@ pub struct ConnectionStats {
     pub received_bytes: f64,
     pub lost_packets: f64,
     pub congestion_window: f64,
+    pub sent_datagrams: f64,
+    pub send_calls: f64,
+    pub path_mtu: f64,
 }
 
 /// An established, mutually authenticated QUIC connection to one agent.
@@ -109,6 +112,9 @@ impl QuicConnection {
             received_bytes: stats.udp_rx.bytes as f64,
             lost_packets: stats.path.lost_packets as f64,
             congestion_window: stats.path.cwnd as f64,
+            sent_datagrams: stats.udp_tx.datagrams as f64,
+            send_calls: stats.udp_tx.ios as f64,
+            path_mtu: stats.path.current_mtu as f64,
         })
     }
 }

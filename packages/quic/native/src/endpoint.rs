@@ -52,6 +52,8 @@ pub struct QuicEndpoint {
     closed: watch::Sender<bool>,
 }
 
+const SOCKET_BUFFER: usize = 4 * 1024 * 1024;
+
 fn transport_config(options: &EndpointOptions) -> Result<TransportConfig> {
     let idle = Duration::from_millis(options.idle_timeout_ms.unwrap_or(10_000).max(100) as u64);
     let mut config = TransportConfig::default();
@@ -78,6 +80,11 @@ pub async fn bind_endpoint(options: EndpointOptions) -> Result<QuicEndpoint> {
         .parse()
         .map_err(|e| coded("INVALID_ARGUMENT", format!("bad bind address {}: {e}", options.host)))?;
     let std_socket = std::net::UdpSocket::bind(address).map_err(|e| coded("UNAVAILABLE", format!("cannot bind {address}: {e}")))?;
+    // Default UDP buffers (~200 KiB) overflow at a few hundred MB/s: the kernel drops datagrams and congestion
+    // control backs off. Ask for more; the kernel caps it at net.core.{r,w}mem_max, which is fine.
+    let sock = socket2::SockRef::from(&std_socket);
+    let _ = sock.set_recv_buffer_size(SOCKET_BUFFER);
+    let _ = sock.set_send_buffer_size(SOCKET_BUFFER);
     let (raw_tx, raw_rx) = mpsc::channel(RAW_QUEUE);
     let runtime = Arc::new(TokioRuntime);
     let inner = quinn::Runtime::wrap_udp_socket(&*runtime, std_socket).map_err(|e| coded("UNAVAILABLE", e))?;

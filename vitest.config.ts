@@ -24,6 +24,8 @@ export default defineConfig({
   test: {
     include: ['packages/*/test/**/*.test.ts', 'apps/*/test/**/*.test.ts'],
     pool: 'forks',
+    // Leak tests collect garbage before they measure, so they see leaks rather than the collector's timing.
+    execArgv: ['--expose-gc'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     reporters: ['default', new PlainSummaryReporter()],

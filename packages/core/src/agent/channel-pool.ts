@@ -105,7 +105,21 @@ export class ChannelPool {
     if (urls.length === 0) {
       throw new AgentError('UNAVAILABLE', `no address known for ${peer}: call it as "<AgentId>@<url>" or agent.addPeer()`);
     }
-    const signal = AbortSignal.any([this.closing.signal, AbortSignal.timeout(this.options.connectTimeoutMs ?? 10_000)]);
+    // One controller per dial, released when it settles (AbortSignal.any/timeout would linger for the timeout).
+    const controller = new AbortController();
+    const timeoutMs = this.options.connectTimeoutMs ?? 10_000;
+    const timer = setTimeout(() => controller.abort(new AgentError('UNAVAILABLE', `connect timed out after ${timeoutMs} ms`)), timeoutMs);
+    const onClosing = (): void => controller.abort(this.closing.signal.reason);
+    this.closing.signal.addEventListener('abort', onClosing, { once: true });
+    try {
+      return await this.dialAddresses(peer, urls, controller.signal);
+    } finally {
+      clearTimeout(timer);
+      this.closing.signal.removeEventListener('abort', onClosing);
+    }
+  }
+
+  private async dialAddresses(peer: AgentId, urls: URL[], signal: AbortSignal): Promise<Channel> {
     const failures: AgentError[] = [];
     for (const url of urls) {
       const transport = this.options.transports.find((t) => t.protocols.includes(url.protocol));

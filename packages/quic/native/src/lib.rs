@@ -15,7 +15,7 @@ use napi_derive::napi;
 #[napi_derive::module_init]
 fn init() {
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
-    let workers = (cores / 2).clamp(1, 4);
+    let workers = std::env::var("AGENTLINK_QUIC_WORKERS").ok().and_then(|v| v.parse().ok()).unwrap_or((cores / 2).clamp(1, 4));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .thread_name("agentlink-quic")

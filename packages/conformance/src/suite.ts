@@ -153,7 +153,8 @@ export function runConformanceSuite(target: ConformanceTarget): void {
         const error = await rejection(client.send(smallAddress, 'echo', randomBytes(256 * 1024)));
         expect(error.code).toBe('FRAME_TOO_LARGE');
         expect(await client.send(smallAddress, 'echo', 'still here')).toBe('still here');
-        expect(client.channels(small.id)).toEqual([channel]);
+        expect(client.channels(small.id)).toHaveLength(1);
+        expect(client.channels(small.id)[0] === channel).toBe(true); // the same channel (identity; no deep diff)
       } finally {
         await small.close();
       }
@@ -199,7 +200,8 @@ export function runConformanceSuite(target: ConformanceTarget): void {
       const error = await rejection(within(stream.read(), 5000, 'the stream reset'));
       expect(error.code).toBe('PROTOCOL_ERROR');
       expect(await client.send(address, 'echo', 'fine')).toBe('fine');
-      expect(client.channels(server.id)).toEqual([channel]);
+      expect(client.channels(server.id)).toHaveLength(1);
+      expect(client.channels(server.id)[0] === channel).toBe(true);
     });
 
     it('a peer proving another key than the one dialled is refused with UNAUTHENTICATED', async () => {

@@ -18,6 +18,7 @@ export type {
   TransportContext,
 } from './channel.js';
 export { MuxedChannel } from './mux/muxed-channel.js';
+export { muxOverStream } from './mux/mux-over-stream.js';
 export type { MessagePipe, MuxedChannelInit, MuxOptions } from './mux/muxed-channel.js';
 export { DEFAULT_MAX_FRAME_SIZE, FRAME_HEADER_BYTES, decodePayload, encodeFrame, encodeFrameSegments } from './wire/codec.js';
 export { FrameDecoder } from './wire/frame-decoder.js';

@@ -176,10 +176,11 @@ export class Agent {
   async close(): Promise<void> {
     if (this.closedReason) return;
     this.closedReason = new AgentError('CLOSED', 'agent closed');
+    // Channels first, so calls in flight fail with CLOSED (not with whatever a listener's teardown causes).
+    await this.pool.close(this.closedReason);
     const listeners = this.listeners;
     this.listeners = [];
     await Promise.all(listeners.map((l) => l.close()));
-    await this.pool.close(this.closedReason);
     await Promise.all(this.options.channels.map((t) => t.close?.()));
   }
 

@@ -1,0 +1,129 @@
+import type { ClientHttp2Session, Http2Session, Http2Stream, ServerHttp2Session } from 'node:http2';
+import { AgentError, muxOverStream, type AgentId, type Channel, type ChannelStream, type MuxedChannel, type OpenStreamOptions } from '@agentlink/core';
+import { Http2ChannelStream } from './http2-stream.js';
+import { fromHttp2Code, toHttp2Code } from './reset-codes.js';
+
+export const AGENTLINK_PATH = '/agentlink';
+/** The one long-lived stream the client opens so the server can start calls too (HTTP/2 servers cannot). */
+export const REVERSE_PATH = '/agentlink/reverse';
+const REVERSE_WAIT_MS = 5000;
+
+/** HTTP/2 stream weights for agentlink's priorities (RFC 7540 weights, 1..256). */
+const WEIGHT = { critical: 256, high: 128, normal: 16, low: 1 } as const;
+
+/**
+ * One authenticated HTTP/2 session as a Channel: each agentlink call is one HTTP/2 stream (a POST whose request
+ * and response bodies flow at the same time). After a GOAWAY the channel takes no new streams but lets the
+ * ones in flight finish; the pool then opens a new session for new calls.
+ */
+export class Http2Channel implements Channel {
+  readonly kind = 'http2';
+  readonly closed: Promise<AgentError>;
+  private closeReason: AgentError | undefined;
+  private draining: AgentError | undefined;
+  private streams = 0;
+  private resolveClosed!: (reason: AgentError) => void;
+  /** Streams the server starts travel over core's mux inside the client's reverse stream. */
+  private reverse: MuxedChannel | undefined;
+  private reverseReady: Promise<MuxedChannel> | undefined;
+  private resolveReverse: ((mux: MuxedChannel) => void) | undefined;
+
+  constructor(
+    private readonly session: Http2Session,
+    readonly peer: AgentId,
+    readonly remoteAddress: string,
+    readonly initiator: 'local' | 'remote',
+    private readonly onStream: (stream: ChannelStream, channel: Channel) => void,
+  ) {
+    this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
+    session.on('goaway', (code: number) => {
+      // Streams above the GOAWAY's last id fail with a retryable error; the rest finish normally.
+      this.draining ??= new AgentError(code === 0 ? 'UNAVAILABLE' : fromHttp2Code(code), `peer sent GOAWAY (${code})`, { remote: true });
+    });
+    session.on('error', () => undefined); // 'close' follows
+    session.once('close', () => this.finish(this.draining ?? new AgentError('UNAVAILABLE', `HTTP/2 session with ${remoteAddress} closed`)));
+    if (initiator === 'remote') {
+      this.reverseReady = new Promise((resolve) => (this.resolveReverse = resolve));
+      (session as ServerHttp2Session).on('stream', (stream, headers) => {
+        const path = headers[':path'];
+        if (path === REVERSE_PATH && !this.reverse) {
+          stream.respond({ ':status': 200, 'content-type': 'application/agentlink' });
+          this.reverse = this.reverseMux(stream, 'dialer');
+          this.resolveReverse?.(this.reverse);
+          return;
+        }
+        if (path !== AGENTLINK_PATH || this.draining) {
+          stream.close(toHttp2Code('UNAVAILABLE'));
+          return;
+        }
+        stream.respond({ ':status': 200, 'content-type': 'application/agentlink' });
+        this.onStream(this.track(stream), this);
+      });
+    } else {
+      const carrier = (session as ClientHttp2Session).request({ ':method': 'POST', ':path': REVERSE_PATH }, { endStream: false });
+      this.reverse = this.reverseMux(carrier, 'listener');
+    }
+  }
+
+  /** True once the channel takes no new streams: closed, or draining after a GOAWAY. */
+  get isClosed(): boolean {
+    return this.closeReason !== undefined || this.draining !== undefined || this.session.closed || this.session.destroyed;
+  }
+
+  get activeStreams(): number {
+    return this.streams + (this.reverse?.activeStreams ?? 0);
+  }
+
+  async openStream(options?: OpenStreamOptions): Promise<ChannelStream> {
+    if (this.isClosed) throw this.closeReason ?? this.draining ?? new AgentError('UNAVAILABLE', 'HTTP/2 session is closing');
+    if (this.initiator === 'remote') return (await this.waitForReverse()).openStream(options);
+    const stream = (this.session as ClientHttp2Session).request(
+      { ':method': 'POST', ':path': AGENTLINK_PATH, 'content-type': 'application/agentlink' },
+      { endStream: false, weight: WEIGHT[options?.priority ?? 'normal'] },
+    );
+    return this.track(stream);
+  }
+
+  /** Stops taking new streams (GOAWAY), lets the ones in flight finish, then closes. */
+  async drain(): Promise<void> {
+    this.draining ??= new AgentError('UNAVAILABLE', 'channel is draining');
+    this.session.close();
+    await this.closed;
+  }
+
+  async close(reason = new AgentError('CLOSED', 'channel closed')): Promise<void> {
+    if (this.closeReason) return;
+    this.closeReason = reason;
+    if (!this.session.destroyed) this.session.destroy(undefined, toHttp2Code(reason.code));
+    this.finish(reason);
+    await this.closed;
+  }
+
+  private async waitForReverse(): Promise<MuxedChannel> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new AgentError('UNAVAILABLE', 'the peer opened no reverse stream: it cannot be called back on this session')), REVERSE_WAIT_MS);
+    });
+    try {
+      return await Promise.race([this.reverseReady!, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private reverseMux(carrier: Http2Stream, role: 'dialer' | 'listener'): MuxedChannel {
+    const stream = new Http2ChannelStream(carrier, () => this.closeReason ?? new AgentError('UNAVAILABLE', 'HTTP/2 session closed'), () => undefined);
+    return muxOverStream(stream, { kind: 'http2', peer: this.peer, remoteAddress: this.remoteAddress, role, onStream: (s) => this.onStream(s, this) });
+  }
+
+  private track(stream: Http2Stream): Http2ChannelStream {
+    this.streams++;
+    return new Http2ChannelStream(stream, () => this.closeReason ?? this.draining ?? new AgentError('UNAVAILABLE', 'HTTP/2 session closed'), () => this.streams--);
+  }
+
+  private finish(reason: AgentError): void {
+    this.closeReason ??= reason;
+    void this.reverse?.close(this.closeReason);
+    this.resolveClosed(this.closeReason);
+  }
+}

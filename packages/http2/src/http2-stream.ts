@@ -1,0 +1,132 @@
+import { constants, type Http2Stream } from 'node:http2';
+import { AgentError, type ChannelStream } from '@agentlink/core';
+import { fromHttp2Code, toHttp2Code } from './reset-codes.js';
+
+const RESOLVED = Promise.resolve();
+/** Received bytes held before the stream is paused; pausing stops WINDOW_UPDATEs, which stops the sender. */
+const READ_BUFFER_LIMIT = 1024 * 1024;
+
+interface Waiter<T> {
+  resolve(value: T): void;
+  reject(error: AgentError): void;
+}
+
+/** An HTTP/2 stream (one request and its response, full duplex) as a ChannelStream. */
+export class Http2ChannelStream implements ChannelStream {
+  private readonly queue: Buffer[] = [];
+  private queuedBytes = 0;
+  private ended = false;
+  private failure: AgentError | undefined;
+  private pendingRead: Waiter<Uint8Array | undefined> | undefined;
+  private drainWaiters: Waiter<void>[] = [];
+
+  constructor(
+    private readonly stream: Http2Stream,
+    /** The reason a stream ended without its own: the session's close or GOAWAY reason. */
+    private readonly sessionFailure: () => AgentError,
+    onDone: () => void,
+  ) {
+    stream.on('data', (chunk: Buffer) => this.onData(chunk));
+    stream.on('end', () => this.onEnd());
+    stream.on('drain', () => this.wakeWriters());
+    stream.on('error', () => undefined); // 'close' follows with the code
+    stream.on('aborted', () => this.failFromPeer(stream.rstCode ?? 0));
+    stream.once('close', () => {
+      if (stream.rstCode !== undefined && stream.rstCode !== 0) {
+        this.failFromPeer(stream.rstCode);
+      } else if (!this.ended && !this.failure) {
+        this.fail(this.sessionFailure());
+      }
+      this.wakeWriters();
+      onDone();
+    });
+  }
+
+  write(chunk: Uint8Array): Promise<void> {
+    if (this.failure) return Promise.reject(this.failure);
+    if (this.stream.destroyed || this.stream.writableEnded) return Promise.reject(new AgentError('CLOSED', 'write after end'));
+    if (this.stream.write(chunk)) return RESOLVED;
+    return new Promise((resolve, reject) => this.drainWaiters.push({ resolve, reject }));
+  }
+
+  end(): Promise<void> {
+    if (this.failure) return Promise.reject(this.failure);
+    if (!this.stream.writableEnded) this.stream.end();
+    return RESOLVED;
+  }
+
+  read(): Promise<Uint8Array | undefined> {
+    if (this.failure) return Promise.reject(this.failure);
+    const chunk = this.queue.shift();
+    if (chunk) {
+      this.queuedBytes -= chunk.length;
+      if (this.stream.isPaused() && this.queuedBytes < READ_BUFFER_LIMIT / 2) this.stream.resume();
+      return Promise.resolve(chunk);
+    }
+    if (this.ended) return Promise.resolve(undefined);
+    if (this.pendingRead) return Promise.reject(new AgentError('INVALID_ARGUMENT', 'concurrent read on one stream'));
+    return new Promise((resolve, reject) => (this.pendingRead = { resolve, reject }));
+  }
+
+  reset(reason: AgentError): void {
+    if (this.failure || this.stream.closed) return;
+    this.fail(reason);
+    this.stream.close(toHttp2Code(reason.code));
+  }
+
+  private onData(chunk: Buffer): void {
+    const reader = this.pendingRead;
+    if (reader) {
+      this.pendingRead = undefined;
+      reader.resolve(chunk);
+      return;
+    }
+    this.queue.push(chunk);
+    this.queuedBytes += chunk.length;
+    if (this.queuedBytes >= READ_BUFFER_LIMIT) this.stream.pause();
+  }
+
+  private onEnd(): void {
+    // node ends the readable side before it reports a peer's RST_STREAM ('aborted' follows in the same turn):
+    // wait one turn, so a reset is never mistaken for a clean end.
+    setImmediate(() => this.onEndConfirmed());
+  }
+
+  private onEndConfirmed(): void {
+    const code = this.stream.rstCode;
+    if (code !== undefined && code !== 0) return this.failFromPeer(code);
+    this.ended = true;
+    const reader = this.pendingRead;
+    if (reader && this.queue.length === 0) {
+      this.pendingRead = undefined;
+      reader.resolve(undefined);
+    }
+  }
+
+  private failFromPeer(code: number): void {
+    const errorCode = fromHttp2Code(code);
+    const why = code === constants.NGHTTP2_CANCEL ? 'the HTTP/2 session ended under the stream' : `stream reset by peer (${errorCode})`;
+    this.fail(new AgentError(errorCode, why, { remote: true }));
+  }
+
+  private fail(reason: AgentError): void {
+    if (this.failure) return;
+    this.failure = reason;
+    this.queue.length = 0;
+    const reader = this.pendingRead;
+    this.pendingRead = undefined;
+    reader?.reject(reason);
+    const writers = this.drainWaiters;
+    this.drainWaiters = [];
+    for (const writer of writers) writer.reject(reason);
+  }
+
+  private wakeWriters(): void {
+    const writers = this.drainWaiters;
+    this.drainWaiters = [];
+    for (const writer of writers) {
+      if (this.failure) writer.reject(this.failure);
+      else writer.resolve();
+    }
+  }
+}

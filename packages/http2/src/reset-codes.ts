@@ -1,0 +1,29 @@
+import { constants } from 'node:http2';
+import { errorCodeFromNumber, errorCodeToNumber, type ErrorCode } from '@agentlink/core';
+
+/**
+ * RST_STREAM / GOAWAY codes. agentlink codes travel in a private range (0xa6_0000 + the code's number) that no
+ * standard code uses. HTTP/2's own CANCEL is not used for agentlink's CANCELLED: node resets every stream with
+ * CANCEL when a session dies (e.g. the peer process was killed), and that must read as UNAVAILABLE.
+ */
+const PRIVATE_BASE = 0xa6_0000;
+
+export function toHttp2Code(code: ErrorCode): number {
+  return PRIVATE_BASE + errorCodeToNumber(code);
+}
+
+export function fromHttp2Code(code: number): ErrorCode {
+  if (code >= PRIVATE_BASE && code < PRIVATE_BASE + 0x1_0000) return errorCodeFromNumber(code - PRIVATE_BASE);
+  switch (code) {
+    case constants.NGHTTP2_CANCEL: // the session went away under the stream
+    case constants.NGHTTP2_REFUSED_STREAM: // never processed: safe to retry elsewhere
+    case constants.NGHTTP2_NO_ERROR:
+      return 'UNAVAILABLE';
+    case constants.NGHTTP2_ENHANCE_YOUR_CALM:
+      return 'RESOURCE_EXHAUSTED';
+    case constants.NGHTTP2_FRAME_SIZE_ERROR:
+      return 'FRAME_TOO_LARGE';
+    default:
+      return 'PROTOCOL_ERROR';
+  }
+}

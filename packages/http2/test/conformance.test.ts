@@ -1,0 +1,11 @@
+import { runConformanceSuite } from '@agentlink/conformance';
+
+runConformanceSuite({
+  name: 'http2',
+  module: new URL('../src/index.ts', import.meta.url).href,
+  factory: 'http2',
+  listenOptions: { port: 0 },
+  socket: 'tcp',
+  // 8 MiB stream window + 1 MiB read buffer before pausing + socket buffers.
+  maxStreamBufferBytes: 12 * 1024 * 1024,
+});

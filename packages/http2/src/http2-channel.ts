@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { ClientHttp2Session, Http2Session, Http2Stream, ServerHttp2Session } from 'node:http2';
 import { AgentError, muxOverStream, type AgentId, type Channel, type ChannelStream, type MuxedChannel, type OpenStreamOptions } from '@agentlink/core';
 import { Http2ChannelStream } from './http2-stream.js';
@@ -7,6 +8,7 @@ export const AGENTLINK_PATH = '/agentlink';
 /** The one long-lived stream the client opens so the server can start calls too (HTTP/2 servers cannot). */
 export const REVERSE_PATH = '/agentlink/reverse';
 const REVERSE_WAIT_MS = 5000;
+const DRAIN_POLL_MS = 20;
 
 /** HTTP/2 stream weights for agentlink's priorities (RFC 7540 weights, 1..256). */
 const WEIGHT = { critical: 256, high: 128, normal: 16, low: 1 } as const;
@@ -22,6 +24,8 @@ export class Http2Channel implements Channel {
   private closeReason: AgentError | undefined;
   private draining: AgentError | undefined;
   private streams = 0;
+  /** Calls waiting for the peer's SETTINGS_MAX_CONCURRENT_STREAMS to allow another stream (FIFO). */
+  private readonly slotWaiters: Array<() => void> = [];
   private resolveClosed!: (reason: AgentError) => void;
   /** Streams the server starts travel over core's mux inside the client's reverse stream. */
   private reverse: MuxedChannel | undefined;
@@ -39,6 +43,7 @@ export class Http2Channel implements Channel {
     session.on('goaway', (code: number) => {
       // Streams above the GOAWAY's last id fail with a retryable error; the rest finish normally.
       this.draining ??= new AgentError(code === 0 ? 'UNAVAILABLE' : fromHttp2Code(code), `peer sent GOAWAY (${code})`, { remote: true });
+      void this.drain();
     });
     session.on('error', () => undefined); // 'close' follows
     session.once('close', () => this.finish(this.draining ?? new AgentError('UNAVAILABLE', `HTTP/2 session with ${remoteAddress} closed`)));
@@ -77,6 +82,9 @@ export class Http2Channel implements Channel {
   async openStream(options?: OpenStreamOptions): Promise<ChannelStream> {
     if (this.isClosed) throw this.closeReason ?? this.draining ?? new AgentError('UNAVAILABLE', 'HTTP/2 session is closing');
     if (this.initiator === 'remote') return (await this.waitForReverse()).openStream(options);
+    // Queue rather than be refused: node does not hold requests beyond the peer's limit, it resets them.
+    while (this.streams + 1 >= this.peerStreamLimit() && !this.isClosed) await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
+    if (this.isClosed) throw this.closeReason ?? this.draining ?? new AgentError('UNAVAILABLE', 'HTTP/2 session is closing');
     const stream = (this.session as ClientHttp2Session).request(
       { ':method': 'POST', ':path': AGENTLINK_PATH, 'content-type': 'application/agentlink' },
       { endStream: false, weight: WEIGHT[options?.priority ?? 'normal'] },
@@ -84,10 +92,13 @@ export class Http2Channel implements Channel {
     return this.track(stream);
   }
 
-  /** Stops taking new streams (GOAWAY), lets the ones in flight finish, then closes. */
+  /** Stops taking new streams (GOAWAY), lets the ones in flight finish (both directions), then closes. */
   async drain(): Promise<void> {
     this.draining ??= new AgentError('UNAVAILABLE', 'channel is draining');
-    this.session.close();
+    if (!this.session.closed && !this.session.destroyed) this.session.close();
+    // The reverse stream stays open by design: end it once the calls on it and beside it are done.
+    while (this.activeStreams > 0 && !this.closeReason) await sleep(DRAIN_POLL_MS, undefined, { ref: false });
+    void this.reverse?.close(this.draining);
     await this.closed;
   }
 
@@ -116,13 +127,26 @@ export class Http2Channel implements Channel {
     return muxOverStream(stream, { kind: 'http2', peer: this.peer, remoteAddress: this.remoteAddress, role, onStream: (s) => this.onStream(s, this) });
   }
 
+  /** Streams the peer lets us open at once; one of them is the reverse stream. */
+  private peerStreamLimit(): number {
+    return this.session.remoteSettings.maxConcurrentStreams ?? Number.POSITIVE_INFINITY;
+  }
+
   private track(stream: Http2Stream): Http2ChannelStream {
     this.streams++;
-    return new Http2ChannelStream(stream, () => this.closeReason ?? this.draining ?? new AgentError('UNAVAILABLE', 'HTTP/2 session closed'), () => this.streams--);
+    return new Http2ChannelStream(
+      stream,
+      () => this.closeReason ?? this.draining ?? new AgentError('UNAVAILABLE', 'HTTP/2 session closed'),
+      () => {
+        this.streams--;
+        this.slotWaiters.shift()?.();
+      },
+    );
   }
 
   private finish(reason: AgentError): void {
     this.closeReason ??= reason;
+    for (const wake of this.slotWaiters.splice(0)) wake();
     void this.reverse?.close(this.closeReason);
     this.resolveClosed(this.closeReason);
   }

@@ -124,20 +124,31 @@ export function http2(options: Http2Options = {}): Transport {
         context.signal.addEventListener('abort', onAbort, { once: true });
         session.once('error', (error) => fail(new AgentError('UNAVAILABLE', `cannot reach ${address.host}: ${error.message}`, { cause: error })));
         session.once('close', () => fail(new AgentError('UNAVAILABLE', `${address.host} closed the session during the handshake`)));
-        session.once('connect', () => {
-          const socket = session.socket as TLSSocket;
-          try {
-            authenticatePeer(socket, context.expectedPeer);
-          } catch (error) {
-            return fail(error as AgentError);
-          }
-          if (settled) return;
+        // Ready once TLS proved the peer's key and its SETTINGS arrived (its stream limit is then known).
+        let connected = false;
+        let settingsArrived = false;
+        const ready = (): void => {
+          if (!connected || !settingsArrived || settled) return;
           settled = true;
           clearTimeout(timer);
           context.signal.removeEventListener('abort', onAbort);
           session.setLocalWindowSize(sessionWindow);
           keepalive.watch(session, address.host);
+          const socket = session.socket as TLSSocket;
           resolve(new Http2Channel(session, context.expectedPeer, `${socket.remoteAddress}:${socket.remotePort}`, 'local', context.onStream));
+        };
+        session.once('remoteSettings', () => {
+          settingsArrived = true;
+          ready();
+        });
+        session.once('connect', () => {
+          try {
+            authenticatePeer(session.socket as TLSSocket, context.expectedPeer);
+          } catch (error) {
+            return fail(error as AgentError);
+          }
+          connected = true;
+          ready();
         });
       });
     },

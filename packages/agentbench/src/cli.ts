@@ -8,6 +8,7 @@ import { cpus, platform, release } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadNative, quic } from '@agentlink/quic';
+import { http2 } from '@agentlink/http2';
 import { webSocket } from '@agentlink/ws';
 import { measureSubject, type SubjectResult } from './run.js';
 import { table } from './report.js';
@@ -53,6 +54,7 @@ const subjects: Subject[] = [
   rawWsSubject(addresses.rawWss),
   ...(native.ok && addresses.rawQuic ? [rawQuicSubject(native.binding, addresses.rawQuic)] : []),
   ...(addresses.agentlinkQuic ? [agentlinkSubject('agentlink quic', 'raw QUIC engine', addresses.agentlinkQuic, () => quic())] : []),
+  agentlinkSubject('agentlink http2', 'raw http2 (TLS)', addresses.agentlinkHttp2, () => http2()),
   agentlinkSubject('agentlink ws', 'raw ws (TLS)', addresses.agentlinkWs, () => webSocket()),
 ];
 const only = values.only?.split(',').map((s) => s.trim());
@@ -75,7 +77,7 @@ if (values.json) {
 } else {
   console.log(`agentbench — Node ${machine.node}, ${machine.platform}, ${machine.cpus}; ${machine.quic}`);
   console.log(table(results));
-  console.log('(ratios: agentlink quic vs raw QUIC engine, agentlink ws vs raw ws; RTT = one request/response on an open connection)');
+  console.log('(ratios: agentlink quic vs raw QUIC engine, agentlink http2 vs raw http2 (TLS), agentlink ws vs raw ws; RTT = one request/response on an open connection)');
 }
 server.stdin.end();
 await once(server, 'exit');

@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { pathToFileURL } from 'node:url';
 import { createAgent, Identity, selfSignedCertificate } from '@agentlink/core';
 import { loadNative, quic, type NativeStream } from '@agentlink/quic';
+import { http2 } from '@agentlink/http2';
 import { webSocket } from '@agentlink/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { ServerAddresses } from './subjects/subject.js';
@@ -23,7 +24,7 @@ export async function startServers(host = '127.0.0.1'): Promise<{ addresses: Ser
   // agentlink: one agent, reachable over every channel kind this machine has.
   const agent = await createAgent({
     identity,
-    channels: [...(native.ok ? [quic({ port: 0, host })] : []), webSocket({ port: 0, host })],
+    channels: [...(native.ok ? [quic({ port: 0, host })] : []), http2({ port: 0, host }), webSocket({ port: 0, host })],
     maxFrameSize: 64 * 1024 * 1024,
   });
   agent.handle('echo', (body: unknown) => body);
@@ -88,6 +89,7 @@ export async function startServers(host = '127.0.0.1'): Promise<{ addresses: Ser
     addresses: {
       agentlinkQuic: agent.addresses.find((a) => a.includes('@quic://')),
       agentlinkWs: agent.addresses.find((a) => a.includes('@wss://'))!,
+      agentlinkHttp2: agent.addresses.find((a) => a.includes('@h2://'))!,
       rawWss: `wss://${host}:${port(https)}`,
       rawHttp2: `https://${host}:${port(h2)}`,
       rawQuic,

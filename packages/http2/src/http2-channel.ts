@@ -10,8 +10,6 @@ export const REVERSE_PATH = '/agentlink/reverse';
 const REVERSE_WAIT_MS = 5000;
 const DRAIN_POLL_MS = 20;
 
-/** HTTP/2 stream weights for agentlink's priorities (RFC 7540 weights, 1..256). */
-const WEIGHT = { critical: 256, high: 128, normal: 16, low: 1 } as const;
 
 /**
  * One authenticated HTTP/2 session as a Channel: each agentlink call is one HTTP/2 stream (a POST whose request
@@ -87,7 +85,8 @@ export class Http2Channel implements Channel {
     if (this.isClosed) throw this.closeReason ?? this.draining ?? new AgentError('UNAVAILABLE', 'HTTP/2 session is closing');
     const stream = (this.session as ClientHttp2Session).request(
       { ':method': 'POST', ':path': AGENTLINK_PATH, 'content-type': 'application/agentlink' },
-      { endStream: false, weight: WEIGHT[options?.priority ?? 'normal'] },
+      // No HTTP/2 priority signal: RFC 9113 deprecates it and node warns on every use; agentlink orders calls itself.
+      { endStream: false },
     );
     return this.track(stream);
   }

@@ -16,6 +16,8 @@ export class Http2ChannelStream implements ChannelStream {
   private readonly queue: Buffer[] = [];
   private queuedBytes = 0;
   private ended = false;
+  /** node emitted 'end'; `ended` waits one turn for a reset that may follow (see onEnd). */
+  private endSeen = false;
   private failure: AgentError | undefined;
   private pendingRead: Waiter<Uint8Array | undefined> | undefined;
   private drainWaiters: Waiter<void>[] = [];
@@ -34,7 +36,9 @@ export class Http2ChannelStream implements ChannelStream {
     stream.once('close', () => {
       if (stream.rstCode !== undefined && stream.rstCode !== 0) {
         this.failFromPeer(stream.rstCode);
-      } else if (!this.ended && !this.failure) {
+      } else if (this.endSeen) {
+        this.onEndConfirmed(); // closed cleanly: the end was real
+      } else if (!this.failure) {
         this.fail(this.sessionFailure());
       }
       this.wakeWriters();
@@ -87,12 +91,14 @@ export class Http2ChannelStream implements ChannelStream {
   }
 
   private onEnd(): void {
+    this.endSeen = true;
     // node ends the readable side before it reports a peer's RST_STREAM ('aborted' follows in the same turn):
     // wait one turn, so a reset is never mistaken for a clean end.
     setImmediate(() => this.onEndConfirmed());
   }
 
   private onEndConfirmed(): void {
+    if (this.ended || this.failure) return;
     const code = this.stream.rstCode;
     if (code !== undefined && code !== 0) return this.failFromPeer(code);
     this.ended = true;

@@ -22,6 +22,7 @@ export interface Session {
 export interface ServerAddresses {
   agentlinkQuic?: string;
   agentlinkWs: string;
+  agentlinkHttp2: string;
   rawWss: string;
   rawHttp2: string;
   rawQuic?: { host: string; port: number; key: string };

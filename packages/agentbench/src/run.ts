@@ -6,21 +6,37 @@ export interface RunOptions {
   onProgress?(message: string): void;
 }
 
+export interface LatencyFigure {
+  p50: number;
+  p95: number;
+  p99: number;
+  n: number;
+  /** Bytes that crossed the socket for this figure (both directions). */
+  bytes: number;
+}
+
 export interface SubjectResult {
   subject: string;
   baseline?: string;
-  connectMs: number;
-  rtt: Record<string, { p50: number; p95: number; p99: number; n: number; bytes: number }>;
-  bulkMBps: number;
-  bulkBytes: number;
-  concurrentEchoSeconds: number;
-  concurrentEchoBytes: number;
+  connect: { ms: number; n: number; bytes: number };
+  rtt: Record<string, LatencyFigure>;
+  sequential: { msgsPerSecond: number; bytes: number };
+  concurrent: { msgsPerSecond: number; inFlight: number; bytes: number };
+  bulk: { mbPerSecond: number; bytes: number };
+  concurrentEcho: { seconds: number; bytes: number };
+  tokens: {
+    /** 1,000 tokens as fast as the producer can: time to first token, per-token overhead, tokens/s. */
+    burst: { ttftMs: number; perTokenUs: number; tokensPerSecond: number; bytes: number };
+    /** agenkit's scenario: 50 tokens, one every 50 ms. */
+    paced: { ttftMs: number; totalMs: number; overheadMs: number; bytes: number };
+  };
 }
 
 const KB = 1024;
 const MB = 1024 * 1024;
+const TOKEN_BYTES = 16;
 
-/** Measures one subject: every figure is bytes that crossed a socket, and says how many. */
+/** Measures one subject over one connection: every figure is bytes that crossed a socket, and says how many. */
 export async function measureSubject(subject: Subject, options: RunOptions): Promise<SubjectResult> {
   const q = options.quick;
   const progress = (what: string): void => options.onProgress?.(`${subject.name}: ${what}`);
@@ -42,17 +58,35 @@ export async function measureSubject(subject: Subject, options: RunOptions): Pro
   try {
     const rtt: SubjectResult['rtt'] = {};
     const sizes: Array<[string, number, number]> = q
-      ? [['1KB', KB, 300], ['100KB', 100 * KB, 30]]
+      ? [['1KB', KB, 300], ['10KB', 10 * KB, 100], ['100KB', 100 * KB, 30], ['1MB', MB, 5]]
       : [['1KB', KB, 3000], ['10KB', 10 * KB, 1000], ['100KB', 100 * KB, 300], ['1MB', MB, 50]];
+    let sequential = { msgsPerSecond: 0, bytes: 0 };
     for (const [label, size, rounds] of sizes) {
       progress(`round trips of ${label}`);
       const payload = Buffer.alloc(size, 1);
       for (let i = 0; i < Math.ceil(rounds / 10); i++) await session.echo(payload); // warm-up
       const samples: number[] = [];
+      const started = performance.now();
       for (let i = 0; i < rounds; i++) samples.push(await timed(() => session.echo(payload)));
+      const elapsed = performance.now() - started;
       const p = percentiles(samples);
       rtt[label] = { p50: p.p50, p95: p.p95, p99: p.p99, n: p.n, bytes: 2 * size * rounds };
+      if (label === '1KB') sequential = { msgsPerSecond: (rounds * 1000) / elapsed, bytes: 2 * size * rounds };
     }
+
+    progress('concurrent 1 KB calls');
+    const inFlight = 32;
+    const total = q ? 2000 : 20000;
+    const small = Buffer.alloc(KB, 2);
+    let next = 0;
+    const concurrentMs = await timed(() =>
+      Promise.all(
+        Array.from({ length: inFlight }, async () => {
+          while (next++ < total) await session.echo(small);
+        }),
+      ),
+    );
+    const concurrent = { msgsPerSecond: (total * 1000) / concurrentMs, inFlight, bytes: 2 * KB * total };
 
     progress('bulk transfer');
     const bulkTotal = (q ? 16 : 128) * MB;
@@ -69,23 +103,50 @@ export async function measureSubject(subject: Subject, options: RunOptions): Pro
 
     progress('100 concurrent 100 KB echoes');
     const payload = Buffer.alloc(100 * KB, 3);
-    const concurrent: number[] = [];
+    const concurrentEcho: number[] = [];
     for (let i = 0; i < 3; i++) {
-      concurrent.push(await timed(() => Promise.all(Array.from({ length: 100 }, () => session.echo(payload)))));
+      concurrentEcho.push(await timed(() => Promise.all(Array.from({ length: 100 }, () => session.echo(payload)))));
     }
+
+    progress('token streams');
+    const burst = await tokenStream(session, 1000, 0);
+    const paced = await tokenStream(session, 50, 50);
 
     return {
       subject: subject.name,
       baseline: subject.baseline,
-      connectMs: median(connects),
+      connect: { ms: median(connects), n: connects.length, bytes: 2 * connects.length },
       rtt,
-      bulkMBps: median(bulk),
-      bulkBytes,
-      concurrentEchoSeconds: median(concurrent) / 1000,
-      concurrentEchoBytes: 3 * 100 * 2 * payload.length,
+      sequential,
+      concurrent,
+      bulk: { mbPerSecond: median(bulk), bytes: bulkBytes },
+      concurrentEcho: { seconds: median(concurrentEcho) / 1000, bytes: 3 * 100 * 2 * payload.length },
+      tokens: {
+        burst: {
+          ttftMs: burst.ttftMs,
+          perTokenUs: ((burst.totalMs - burst.ttftMs) * 1000) / (burst.tokens - 1),
+          tokensPerSecond: ((burst.tokens - 1) * 1000) / (burst.totalMs - burst.ttftMs),
+          bytes: burst.bytes,
+        },
+        paced: { ttftMs: paced.ttftMs, totalMs: paced.totalMs, overheadMs: paced.totalMs - 50 * 50, bytes: paced.bytes },
+      },
     };
   } finally {
     await session.close();
     await subject.dispose?.();
   }
+}
+
+/** Streams `count` tokens of 16 bytes, one every `delayMs`; times the first and the last. */
+async function tokenStream(session: Session, count: number, delayMs: number) {
+  const started = performance.now();
+  let first = 0;
+  const bytes = await session.download(count * TOKEN_BYTES, TOKEN_BYTES, {
+    delayMs,
+    onData: () => {
+      if (first === 0) first = performance.now();
+    },
+  });
+  if (bytes !== count * TOKEN_BYTES) throw new Error(`token stream moved ${bytes} of ${count * TOKEN_BYTES} bytes`);
+  return { ttftMs: first - started, totalMs: performance.now() - started, tokens: count, bytes };
 }

@@ -6,6 +6,7 @@
 import { createSecureServer, type ServerHttp2Stream } from 'node:http2';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import { createAgent, Identity, selfSignedCertificate } from '@agentlink/core';
 import { loadNative, quic, type NativeStream } from '@agentlink/quic';
@@ -28,10 +29,14 @@ export async function startServers(host = '127.0.0.1'): Promise<{ addresses: Ser
     maxFrameSize: 64 * 1024 * 1024,
   });
   agent.handle('echo', (body: unknown) => body);
-  agent.handleStream('download', async function* ({ total, chunk }: { total: number; chunk: number }) {
+  agent.handleStream('download', async function* ({ total, chunk, delayMs = 0 }: { total: number; chunk: number; delayMs?: number }) {
     const buffer = Buffer.alloc(chunk, 7);
-    for (let sent = 0; sent < total; sent += chunk) yield sent + chunk <= total ? buffer : buffer.subarray(0, total - sent);
+    for (let sent = 0; sent < total; sent += chunk) {
+      if (delayMs > 0) await sleep(delayMs);
+      yield sent + chunk <= total ? buffer : buffer.subarray(0, total - sent);
+    }
   });
+  agent.handle('rss', () => process.memoryUsage().rss);
 
   // raw ws over TLS 1.3: binary messages echo; the text "download <total> <chunk>" streams bytes then "done".
   const https = createHttpsServer({ key: tls.key, cert: tls.cert, minVersion: 'TLSv1.3' });
@@ -39,8 +44,8 @@ export async function startServers(host = '127.0.0.1'): Promise<{ addresses: Ser
   wss.on('connection', (ws) => {
     ws.on('message', (data, isBinary) => {
       if (isBinary) return ws.send(data as Buffer);
-      const [, total, chunk] = data.toString().split(' ').map(Number) as [number, number, number];
-      void wsDownload(ws, total, chunk);
+      const [, total, chunk, delayMs] = data.toString().split(' ').map(Number) as [number, number, number, number];
+      void wsDownload(ws, total, chunk, delayMs);
     });
   });
   await new Promise<void>((resolve) => https.listen(0, host, resolve));
@@ -60,7 +65,8 @@ export async function startServers(host = '127.0.0.1'): Promise<{ addresses: Ser
       });
     } else {
       stream.respond({ ':status': 200 });
-      void streamDownload(stream, Number(url.searchParams.get('total')), Number(url.searchParams.get('chunk')));
+      const param = (name: string): number => Number(url.searchParams.get(name) ?? 0);
+      void streamDownload(stream, param('total'), param('chunk'), param('delay'));
     }
   });
   await new Promise<void>((resolve) => h2.listen(0, host, resolve));
@@ -105,9 +111,10 @@ export async function startServers(host = '127.0.0.1'): Promise<{ addresses: Ser
   };
 }
 
-async function wsDownload(ws: WebSocket, total: number, chunk: number): Promise<void> {
+async function wsDownload(ws: WebSocket, total: number, chunk: number, delayMs: number): Promise<void> {
   const buffer = Buffer.alloc(chunk, 7);
   for (let sent = 0; sent < total; sent += chunk) {
+    if (delayMs > 0) await sleep(delayMs);
     const piece = sent + chunk <= total ? buffer : buffer.subarray(0, total - sent);
     if (ws.bufferedAmount > HIGH_WATER) await new Promise((resolve) => ws.send(piece, resolve));
     else ws.send(piece);
@@ -115,9 +122,10 @@ async function wsDownload(ws: WebSocket, total: number, chunk: number): Promise<
   ws.send('done');
 }
 
-async function streamDownload(stream: ServerHttp2Stream, total: number, chunk: number): Promise<void> {
+async function streamDownload(stream: ServerHttp2Stream, total: number, chunk: number, delayMs: number): Promise<void> {
   const buffer = Buffer.alloc(chunk, 7);
   for (let sent = 0; sent < total; sent += chunk) {
+    if (delayMs > 0) await sleep(delayMs);
     const piece = sent + chunk <= total ? buffer : buffer.subarray(0, total - sent);
     if (!stream.write(piece)) await new Promise((resolve) => stream.once('drain', resolve));
   }
@@ -139,8 +147,10 @@ async function serveRawQuicStream(stream: NativeStream): Promise<void> {
   } else {
     const total = request.readUInt32BE(1);
     const chunk = request.readUInt32BE(5);
+    const delayMs = request.length >= 13 ? request.readUInt32BE(9) : 0;
     const buffer = Buffer.alloc(chunk, 7);
     for (let sent = 0; sent < total; sent += chunk) {
+      if (delayMs > 0) await sleep(delayMs);
       const piece = sent + chunk <= total ? buffer : buffer.subarray(0, total - sent);
       const taken = stream.tryWrite(piece);
       if (taken < piece.length) await stream.write(piece.subarray(taken));
@@ -150,7 +160,7 @@ async function serveRawQuicStream(stream: NativeStream): Promise<void> {
   stream.release();
 }
 
-// Run directly: `node server.js [host]` prints the addresses and serves until stdin closes.
+// Run as the peer of a local run: prints the addresses, serves until stdin closes.
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const servers = await startServers(process.argv[2]);
   process.stdout.write(`${JSON.stringify(servers.addresses)}\n`);

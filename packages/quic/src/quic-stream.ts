@@ -5,6 +5,8 @@ import type { NativeStream } from './native.js';
 const RESOLVED = Promise.resolve();
 /** Bytes asked for per read: large enough that bulk transfers are not dominated by per-read costs. */
 const READ_SIZE = 1024 * 1024;
+/** Writes below this size written in the same tick are batched into one call into the engine. */
+const CORK_LIMIT = 16 * 1024;
 
 /** A QUIC stream as a ChannelStream: one agentlink call per stream, no mux on top. */
 export class QuicChannelStream implements ChannelStream {
@@ -12,6 +14,13 @@ export class QuicChannelStream implements ChannelStream {
   private localEnded = false;
   private remoteEnded = false;
   private released = false;
+  /** Small writes of this tick, sent together at its end (tokens: one engine call per burst, not per token). */
+  private corked: Buffer[] = [];
+  private corkedBytes = 0;
+  private flushScheduled = false;
+  /** A flush waiting for flow-control credit: later writes queue behind it, in order. */
+  private blocked: Promise<void> | undefined;
+  private writeFailure: AgentError | undefined;
 
   /** `onDone` runs once, when both sides ended or the stream failed: the channel's stream count. */
   constructor(
@@ -20,10 +29,56 @@ export class QuicChannelStream implements ChannelStream {
   ) {}
 
   write(chunk: Uint8Array): Promise<void> {
-    if (this.localReset) return Promise.reject(this.localReset);
-    let data = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    const failure = this.localReset ?? this.writeFailure;
+    if (failure) return Promise.reject(failure);
+    if (this.blocked) return this.blocked.then(() => this.write(chunk));
+    const data = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    if (data.length < CORK_LIMIT) {
+      this.corked.push(data);
+      this.corkedBytes += data.length;
+      if (this.corkedBytes >= CORK_LIMIT) return this.flush();
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        process.nextTick(this.flushAtEndOfTick);
+      }
+      return RESOLVED;
+    }
+    if (this.corked.length > 0) {
+      const flushed = this.flush();
+      if (flushed !== RESOLVED) return flushed.then(() => this.send(data));
+    }
+    return this.send(data);
+  }
+
+  private readonly flushAtEndOfTick = (): void => {
+    this.flushScheduled = false;
+    if (this.corked.length > 0 && !this.localReset) this.flush().catch(() => undefined);
+  };
+
+  /** Sends what is corked; a failure here is reported by the next write, end or read. */
+  private flush(): Promise<void> {
+    const data = this.corked.length === 1 ? this.corked[0]! : Buffer.concat(this.corked, this.corkedBytes);
+    this.corked = [];
+    this.corkedBytes = 0;
+    const sent = this.send(data);
+    if (sent === RESOLVED) return sent;
+    const blocked: Promise<void> = sent.then(
+      () => {
+        if (this.blocked === blocked) this.blocked = undefined;
+      },
+      (error: unknown) => {
+        this.writeFailure ??= fromNative(error, this.localReset);
+        if (this.blocked === blocked) this.blocked = undefined;
+        throw this.writeFailure;
+      },
+    );
+    this.blocked = blocked;
+    return blocked;
+  }
+
+  /** Fast path: quinn takes what fits in the window synchronously; only the rest waits for credit. */
+  private send(data: Buffer): Promise<void> {
     try {
-      // Fast path: quinn takes what fits in the window synchronously; only the rest waits for credit.
       const taken = this.native.tryWrite(data);
       if (taken === data.length) return RESOLVED;
       data = data.subarray(taken);
@@ -34,7 +89,13 @@ export class QuicChannelStream implements ChannelStream {
   }
 
   end(): Promise<void> {
-    if (this.localReset) return Promise.reject(this.localReset);
+    const failure = this.localReset ?? this.writeFailure;
+    if (failure) return Promise.reject(failure);
+    if (this.blocked) return this.blocked.then(() => this.end());
+    if (this.corked.length > 0) {
+      const flushed = this.flush();
+      if (flushed !== RESOLVED) return flushed.then(() => this.end());
+    }
     return this.native.finish().then(
       () => {
         this.localEnded = true;
@@ -66,6 +127,8 @@ export class QuicChannelStream implements ChannelStream {
   reset(reason: AgentError): void {
     if (this.localReset) return;
     this.localReset = reason;
+    this.corked = [];
+    this.corkedBytes = 0;
     this.native.reset(errorCodeToNumber(reason.code));
     this.release();
   }

@@ -19,9 +19,13 @@ export function agentlinkSubject(name: string, baseline: string, address: string
           const reply = await client.send<Uint8Array>(address, 'echo', payload);
           if (reply.length !== payload.length) throw new Error(`${name}: echo of ${payload.length} bytes came back as ${reply.length}`);
         },
-        async download(totalBytes, chunkBytes) {
+        async download(totalBytes, chunkBytes, pacing) {
           let received = 0;
-          for await (const chunk of client.stream<Uint8Array>(address, 'download', { total: totalBytes, chunk: chunkBytes })) received += chunk.length;
+          const request = { total: totalBytes, chunk: chunkBytes, delayMs: pacing?.delayMs ?? 0 };
+          for await (const chunk of client.stream<Uint8Array>(address, 'download', request)) {
+            received += chunk.length;
+            pacing?.onData?.(chunk.length);
+          }
           return received;
         },
         async close() {

@@ -18,11 +18,14 @@ export function rawHttp2Subject(url: string, tuned: boolean): Subject {
       });
       await once(session, 'connect');
       if (tuned) session.setLocalWindowSize(32 * 1024 * 1024);
-      const request = (path: string, method: string, body?: Buffer): Promise<number> =>
+      const request = (path: string, method: string, body?: Buffer, onData?: (bytes: number) => void): Promise<number> =>
         new Promise((resolve, reject) => {
           const stream = session.request({ ':path': path, ':method': method });
           let received = 0;
-          stream.on('data', (d: Buffer) => void (received += d.length));
+          stream.on('data', (d: Buffer) => {
+            received += d.length;
+            onData?.(d.length);
+          });
           stream.on('end', () => resolve(received));
           stream.on('error', reject);
           stream.end(body);
@@ -32,7 +35,8 @@ export function rawHttp2Subject(url: string, tuned: boolean): Subject {
           const received = await request('/echo', 'POST', payload);
           if (received !== payload.length) throw new Error('short echo');
         },
-        download: (totalBytes, chunkBytes) => request(`/download?total=${totalBytes}&chunk=${chunkBytes}`, 'GET'),
+        download: (totalBytes, chunkBytes, pacing) =>
+          request(`/download?total=${totalBytes}&chunk=${chunkBytes}&delay=${pacing?.delayMs ?? 0}`, 'GET', undefined, pacing?.onData),
         async close() {
           session.destroy();
         },

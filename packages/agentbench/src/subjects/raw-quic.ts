@@ -14,24 +14,25 @@ export function rawQuicSubject(binding: NativeBinding, target: { host: string; p
     async connect(): Promise<Session> {
       endpoint ??= binding.bindEndpoint({ host: '0.0.0.0', port: 0, cert: tls.certDer, key: tls.keyDer, accept: false });
       const connection = await (await endpoint).connect(target.host, target.port, Buffer.from(publicKeyFromAgentId(target.key as AgentId)), 5000);
-      const exchange = async (request: Buffer): Promise<number> => {
+      const exchange = async (request: Buffer, onData?: (bytes: number) => void): Promise<number> => {
         const stream = await connection.openStream();
         const taken = stream.tryWrite(request);
         if (taken < request.length) await stream.write(request.subarray(taken));
         await stream.finish();
-        return readAll(stream);
+        return readAll(stream, onData);
       };
       return {
         async echo(payload) {
           const received = await exchange(Buffer.concat([Buffer.from([0]), payload]));
           if (received !== payload.length) throw new Error('short echo');
         },
-        download(totalBytes, chunkBytes) {
-          const request = Buffer.alloc(9);
+        download(totalBytes, chunkBytes, pacing) {
+          const request = Buffer.alloc(13);
           request[0] = 1;
           request.writeUInt32BE(totalBytes, 1);
           request.writeUInt32BE(chunkBytes, 5);
-          return exchange(request);
+          request.writeUInt32BE(pacing?.delayMs ?? 0, 9);
+          return exchange(request, pacing?.onData);
         },
         async close() {
           connection.close(0, 'done');
@@ -45,12 +46,13 @@ export function rawQuicSubject(binding: NativeBinding, target: { host: string; p
   };
 }
 
-async function readAll(stream: NativeStream): Promise<number> {
+async function readAll(stream: NativeStream, onData?: (bytes: number) => void): Promise<number> {
   let received = 0;
   for (;;) {
     const data = stream.tryRead(1 << 20) ?? (await stream.read(1 << 20));
     if (!data) break;
     received += data.length;
+    onData?.(data.length);
   }
   stream.release();
   return received;

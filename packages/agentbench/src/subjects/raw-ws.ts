@@ -25,15 +25,18 @@ export function rawWsSubject(url: string): Subject {
             ws.send(payload);
           });
         },
-        download(totalBytes, chunkBytes) {
+        download(totalBytes, chunkBytes, pacing) {
           return new Promise<number>((resolve) => {
             let received = 0;
-            onBinary = (data) => void (received += data.length);
+            onBinary = (data) => {
+              received += data.length;
+              pacing?.onData?.(data.length);
+            };
             onText = () => {
               onBinary = undefined;
               resolve(received);
             };
-            ws.send(`download ${totalBytes} ${chunkBytes}`);
+            ws.send(`download ${totalBytes} ${chunkBytes} ${pacing?.delayMs ?? 0}`);
           });
         },
         async close() {

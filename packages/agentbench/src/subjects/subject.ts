@@ -13,9 +13,17 @@ export interface Subject {
 export interface Session {
   /** One request/response with `payload`; resolves when the full echo arrived. */
   echo(payload: Buffer): Promise<void>;
-  /** Receives `totalBytes` from the server on one stream, in chunks of `chunkBytes`; returns bytes received. */
-  download(totalBytes: number, chunkBytes: number): Promise<number>;
+  /**
+   * Receives `totalBytes` from the server on one stream, written in chunks of `chunkBytes` (every `delayMs` when
+   * paced, like a model emitting tokens); `onData` sees each arrival. Returns the bytes received.
+   */
+  download(totalBytes: number, chunkBytes: number, pacing?: Pacing): Promise<number>;
   close(): Promise<void>;
+}
+
+export interface Pacing {
+  delayMs?: number;
+  onData?(bytes: number): void;
 }
 
 /** Addresses the server process prints, one per subject kind. */

@@ -88,8 +88,8 @@ export async function tcpProxy(target: { host: string; port: number }, impairmen
         upstream.destroy();
       });
     }
-    const up = new LossyLink(impairment, (data) => upstream.write(data));
-    const down = new LossyLink(impairment, (data) => client.write(data));
+    const up = new LossyLink(impairment, (data) => upstream.destroyed || upstream.write(data));
+    const down = new LossyLink(impairment, (data) => client.destroyed || client.write(data));
     client.on('data', (data) => up.push(data));
     upstream.on('data', (data) => down.push(data));
   });

@@ -8,9 +8,10 @@ import { isLost, oneWayDelay, type Impairment } from './impairment.js';
 export async function udpProxy(target: { host: string; port: number }, impairment: Impairment): Promise<{ port: number; close(): void }> {
   const front = createSocket('udp4');
   const upstreams = new Map<string, Socket>();
+  let closed = false;
   const forward = (send: () => void): void => {
     if (isLost(impairment)) return;
-    setTimeout(send, oneWayDelay(impairment));
+    setTimeout(() => closed || send(), oneWayDelay(impairment));
   };
   front.on('message', (message, client) => {
     const key = `${client.address}:${client.port}`;
@@ -28,6 +29,7 @@ export async function udpProxy(target: { host: string; port: number }, impairmen
   return {
     port: front.address().port,
     close() {
+      closed = true;
       front.close();
       for (const socket of upstreams.values()) socket.close();
     },

@@ -1,0 +1,53 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+
+describe('agentbench --quick', () => {
+  it('measures every subject and scenario from bytes that crossed a socket, and draws the chart', async () => {
+    const svg = join(await mkdtemp(join(tmpdir(), 'agentbench-')), 'chart.svg');
+    const cli = fileURLToPath(new URL('../src/cli.ts', import.meta.url));
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ['--conditions=source', '--import', 'tsx', cli, '--quick', '--json', '--agents', '10', '--svg', svg, '--impair', 'loss=1,delay=5,jitter=1', '--impair-seconds', '1', '--streams', '4'],
+      { timeout: 170_000, maxBuffer: 16 * 1024 * 1024 },
+    );
+    const report = JSON.parse(stdout) as {
+      machine: { node: string; cpus: string };
+      results: Array<Record<string, any>>;
+      fleet: Array<{ subject: string; bytes: number; agents: number }>;
+      impaired: Array<{ subject: string; bytes: number; mbPerSecond: number }>;
+    };
+    expect(report.machine.node).toBe(process.version);
+    const subjects = report.results.map((r) => r.subject);
+    for (const expected of ['raw http2 (TLS)', 'raw ws (TLS)', 'raw QUIC engine', 'agentlink quic', 'agentlink http2', 'agentlink ws']) {
+      expect(subjects).toContain(expected);
+    }
+    for (const r of report.results) {
+      const figures = [
+        r.connect,
+        ...Object.values(r.rtt),
+        r.sequential,
+        r.concurrent,
+        r.bulk,
+        r.concurrentEcho,
+        r.tokens.burst,
+        r.tokens.paced,
+      ] as Array<{ bytes: number }>;
+      for (const figure of figures) expect(figure.bytes, `${r.subject}: ${JSON.stringify(figure)}`).toBeGreaterThan(0);
+      expect(Object.keys(r.rtt)).toEqual(['1KB', '10KB', '100KB', '1MB']);
+      expect(r.bulk.mbPerSecond).toBeGreaterThan(0);
+      expect(r.tokens.burst.tokensPerSecond).toBeGreaterThan(0);
+    }
+    for (const kind of ['agentlink quic', 'agentlink http2', 'agentlink ws']) {
+      expect(report.fleet.find((f) => f.subject === kind && f.agents === 10)?.bytes).toBeGreaterThan(0);
+      expect(report.impaired.find((i) => i.subject === kind)?.bytes).toBeGreaterThan(0);
+    }
+    const chart = await readFile(svg, 'utf8');
+    expect(chart).toMatch(/^<svg/);
+    expect(chart).toContain('agentlink quic vs raw QUIC engine');
+  }, 180_000);
+});

@@ -90,7 +90,7 @@ if (command === 'run') {
 } else {
   // The peer runs in a second process, as a peer would; from source in the repository, from dist when installed.
   const serverScript = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './server.ts' : './server.js', import.meta.url));
-  localServer = spawn(process.execPath, [...process.execArgv, serverScript, '127.0.0.1'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  localServer = spawn(process.execPath, [...process.execArgv, '--expose-gc', serverScript, '127.0.0.1'], { stdio: ['pipe', 'pipe', 'inherit'] });
   const [line] = (await once(localServer.stdout!, 'data')) as [Buffer];
   addresses = JSON.parse(line.toString()) as ServerAddresses;
 }
@@ -106,7 +106,8 @@ const subjects: Subject[] = [
   ...(native.ok && addresses.rawQuic ? [rawQuicSubject(native.binding, addresses.rawQuic)] : []),
   ...channelKinds.filter((k) => k.address).map((k) => agentlinkSubject(k.name, k.baseline, k.address!, k.transport)),
 ];
-const only = values.only?.split(',').map((s) => s.trim());
+// Subject names contain commas ("raw http2 (TLS, default windows)"): split only on commas outside parentheses.
+const only = values.only?.split(/,(?![^()]*\))/).map((s) => s.trim());
 const chosen = only ? subjects.filter((s) => only.includes(s.name)) : subjects;
 const kinds = channelKinds.filter((k) => k.address && (!only || only.includes(k.name)));
 const fleetCounts = (values.agents ?? (values.quick ? '10,100' : '10,100,1000')).split(',').map(Number);

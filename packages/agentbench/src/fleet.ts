@@ -8,8 +8,8 @@ export interface FleetResult {
   connectAllMs: number;
   /** Every agent then makes 5 sequential 1 KB calls, all agents at once. */
   callsPerSecond: number;
-  /** The serving process's RSS growth per connected, idle peer. */
-  rssPerPeerKiB: number;
+  /** The serving process's RSS growth per connected, idle peer (measured from 100 peers up: below, noise). */
+  rssPerPeerKiB: number | null;
   bytes: number;
 }
 
@@ -41,7 +41,7 @@ export async function measureFleet(
       agents: count,
       connectAllMs,
       callsPerSecond: (count * 5 * 1000) / callsMs,
-      rssPerPeerKiB: (rssAfter - rssBefore) / 1024 / count,
+      rssPerPeerKiB: count >= 100 ? (rssAfter - rssBefore) / 1024 / count : null,
       bytes: count * 5 * 2 * payload.length,
     };
   } finally {

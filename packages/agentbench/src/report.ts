@@ -86,7 +86,7 @@ export function tokensTable(results: SubjectResult[]): string {
 export function fleetTable(results: FleetResult[]): string {
   const lines = ['| subject | agents | all connect, ms | calls/s (5 each, all at once) | server RSS per idle peer, KiB |', '|---|---|---|---|---|'];
   for (const r of results) {
-    lines.push(`| ${r.subject} | ${r.agents} | ${fixed(r.connectAllMs, 0)} | ${fixed(r.callsPerSecond, 0)} | ${fixed(r.rssPerPeerKiB, 0)} |`);
+    lines.push(`| ${r.subject} | ${r.agents} | ${fixed(r.connectAllMs, 0)} | ${fixed(r.callsPerSecond, 0)} | ${r.rssPerPeerKiB === null ? '–' : fixed(r.rssPerPeerKiB, 0)} |`);
   }
   return lines.join('\n');
 }

@@ -43,7 +43,7 @@ export async function measureSubject(subject: Subject, options: RunOptions): Pro
 
   progress('connect');
   const connects: number[] = [];
-  for (let i = 0; i < (q ? 5 : 20); i++) {
+  for (let i = 0; i < (q ? 5 : 10); i++) {
     let session: Session | undefined;
     connects.push(
       await timed(async () => {
@@ -59,7 +59,7 @@ export async function measureSubject(subject: Subject, options: RunOptions): Pro
     const rtt: SubjectResult['rtt'] = {};
     const sizes: Array<[string, number, number]> = q
       ? [['1KB', KB, 300], ['10KB', 10 * KB, 100], ['100KB', 100 * KB, 30], ['1MB', MB, 5]]
-      : [['1KB', KB, 3000], ['10KB', 10 * KB, 1000], ['100KB', 100 * KB, 300], ['1MB', MB, 50]];
+      : [['1KB', KB, 2000], ['10KB', 10 * KB, 500], ['100KB', 100 * KB, 200], ['1MB', MB, 30]];
     let sequential = { msgsPerSecond: 0, bytes: 0 };
     for (const [label, size, rounds] of sizes) {
       progress(`round trips of ${label}`);
@@ -76,7 +76,7 @@ export async function measureSubject(subject: Subject, options: RunOptions): Pro
 
     progress('concurrent 1 KB calls');
     const inFlight = 32;
-    const total = q ? 2000 : 20000;
+    const total = q ? 2000 : 10000;
     const small = Buffer.alloc(KB, 2);
     let next = 0;
     const concurrentMs = await timed(() =>
@@ -89,7 +89,7 @@ export async function measureSubject(subject: Subject, options: RunOptions): Pro
     const concurrent = { msgsPerSecond: (total * 1000) / concurrentMs, inFlight, bytes: 2 * KB * total };
 
     progress('bulk transfer');
-    const bulkTotal = (q ? 16 : 128) * MB;
+    const bulkTotal = (q ? 16 : 64) * MB;
     const bulk: number[] = [];
     let bulkBytes = 0;
     await session.download(bulkTotal / 4, 64 * KB); // warm-up

@@ -3,16 +3,27 @@ import { isLost, oneWayDelay, type Impairment } from './impairment.js';
 
 const MSS = 1448;
 const INITIAL_WINDOW = 10;
+/** Linux's minimum retransmission timeout. */
+const MIN_RTO_MS = 200;
+
+interface Segment {
+  seq: number;
+  data: Buffer;
+  /** Times this segment was lost: a second loss waits for the retransmission timer, with backoff. */
+  losses: number;
+}
 
 /**
  * One direction of an emulated lossy TCP path. A userspace proxy cannot drop bytes of a TCP stream, so the
  * lossy leg is modelled: segments of MSS bytes are sent within a congestion window (slow start, then +1 per
  * window; halved once per round trip on loss, Reno-style); a lost segment is noticed after one round trip
  * (fast retransmit) and sent again, and the receiver delivers strictly in order — so one loss stalls everything
- * behind it (head-of-line blocking), as in real TCP.
+ * behind it (head-of-line blocking), as in real TCP. A lost retransmission, or a loss with too little data
+ * behind it for duplicate ACKs (a tail loss), waits for the retransmission timeout (200 ms minimum, doubling)
+ * and collapses the window to one segment.
  */
 class LossyLink {
-  private readonly queue: Array<{ seq: number; data: Buffer }> = [];
+  private readonly queue: Segment[] = [];
   private readonly arrived = new Map<number, Buffer>();
   private nextSeq = 0;
   private nextDeliver = 0;
@@ -27,7 +38,7 @@ class LossyLink {
   ) {}
 
   push(data: Buffer): void {
-    for (let offset = 0; offset < data.length; offset += MSS) this.queue.push({ seq: this.nextSeq++, data: data.subarray(offset, offset + MSS) });
+    for (let offset = 0; offset < data.length; offset += MSS) this.queue.push({ seq: this.nextSeq++, data: data.subarray(offset, offset + MSS), losses: 0 });
     this.pump();
   }
 
@@ -39,17 +50,22 @@ class LossyLink {
     }
   }
 
-  private transmit(segment: { seq: number; data: Buffer }): void {
+  private transmit(segment: Segment): void {
     if (isLost(this.impairment)) {
-      setTimeout(() => this.onLoss(segment), 2 * oneWayDelay(this.impairment));
+      segment.losses++;
+      const tailLoss = this.queue.length + this.inFlight < 4;
+      const rto = segment.losses > 1 || tailLoss;
+      const rtt = 2 * this.impairment.delayMs;
+      const wait = rto ? Math.max(MIN_RTO_MS, 2 * rtt) * 2 ** Math.min(5, segment.losses - 1) : 2 * oneWayDelay(this.impairment);
+      setTimeout(() => this.onLoss(segment, rto), wait).unref();
       return;
     }
     const forward = oneWayDelay(this.impairment);
-    setTimeout(() => this.arrive(segment), forward);
-    setTimeout(() => this.onAck(), forward + oneWayDelay(this.impairment));
+    setTimeout(() => this.arrive(segment), forward).unref();
+    setTimeout(() => this.onAck(), forward + oneWayDelay(this.impairment)).unref();
   }
 
-  private arrive(segment: { seq: number; data: Buffer }): void {
+  private arrive(segment: Segment): void {
     this.arrived.set(segment.seq, segment.data);
     for (let data = this.arrived.get(this.nextDeliver); data; data = this.arrived.get(this.nextDeliver)) {
       this.arrived.delete(this.nextDeliver++);
@@ -63,9 +79,12 @@ class LossyLink {
     this.pump();
   }
 
-  private onLoss(segment: { seq: number; data: Buffer }): void {
+  private onLoss(segment: Segment, timeout: boolean): void {
     const now = performance.now();
-    if (now >= this.recoveryUntil) {
+    if (timeout) {
+      this.ssthresh = Math.max(2, this.cwnd / 2);
+      this.cwnd = 1;
+    } else if (now >= this.recoveryUntil) {
       this.ssthresh = Math.max(2, this.cwnd / 2);
       this.cwnd = this.ssthresh;
       this.recoveryUntil = now + 2 * this.impairment.delayMs;

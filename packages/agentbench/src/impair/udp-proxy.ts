@@ -9,9 +9,15 @@ export async function udpProxy(target: { host: string; port: number }, impairmen
   const front = createSocket('udp4');
   const upstreams = new Map<string, Socket>();
   let closed = false;
-  const forward = (send: () => void): void => {
+  // Jitter varies the delay but keeps each direction in order, like a queue on the path (and like the TCP
+  // model): heavy reordering would make QUIC see spurious losses that the TCP model never shows.
+  const lastRelease = { up: 0, down: 0 };
+  const forward = (direction: 'up' | 'down', send: () => void): void => {
     if (isLost(impairment)) return;
-    setTimeout(() => closed || send(), oneWayDelay(impairment));
+    const now = performance.now();
+    const release = Math.max(lastRelease[direction], now + oneWayDelay(impairment));
+    lastRelease[direction] = release;
+    setTimeout(() => closed || send(), release - now).unref();
   };
   front.on('message', (message, client) => {
     const key = `${client.address}:${client.port}`;
@@ -19,11 +25,11 @@ export async function udpProxy(target: { host: string; port: number }, impairmen
     if (!upstream) {
       const socket = createSocket('udp4');
       socket.bind(0, '127.0.0.1');
-      socket.on('message', (reply) => forward(() => front.send(reply, client.port, client.address)));
+      socket.on('message', (reply) => forward('down', () => front.send(reply, client.port, client.address)));
       upstreams.set(key, (upstream = socket));
     }
     const socket = upstream;
-    forward(() => socket.send(message, target.port, target.host));
+    forward('up', () => socket.send(message, target.port, target.host));
   });
   await new Promise<void>((resolve) => front.bind(0, '127.0.0.1', resolve));
   return {

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { AgentError, toAgentError } from '../errors.js';
 import { abortReason } from '../util/abort.js';
 import { deadlineTimer } from '../util/timer.js';
@@ -11,6 +12,18 @@ export interface CallOptions {
   timeoutMs?: number;
   priority?: Priority;
   metadata?: Record<string, string>;
+}
+
+const signalsSeen = new WeakSet<AbortSignal>();
+
+/**
+ * One signal commonly cancels many calls at once ("stop everything"): each call listens to it, so node's
+ * 10-listener leak warning would be a false alarm. Listeners are removed when each call ends.
+ */
+function allowManyCalls(signal: AbortSignal): void {
+  if (signalsSeen.has(signal)) return;
+  signalsSeen.add(signal);
+  setMaxListeners(0, signal);
 }
 
 /**
@@ -44,7 +57,10 @@ export class OutboundCall {
     }
     const userSignal = options.signal;
     if (userSignal?.aborted) this.abort(abortReason(userSignal));
-    else userSignal?.addEventListener('abort', this.onUserAbort, { once: true });
+    else if (userSignal) {
+      allowManyCalls(userSignal);
+      userSignal.addEventListener('abort', this.onUserAbort, { once: true });
+    }
   }
 
   get signal(): AbortSignal {

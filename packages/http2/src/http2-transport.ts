@@ -51,6 +51,8 @@ export function http2(options: Http2Options = {}): Transport {
         allowHTTP1: false,
         settings,
         maxSessionMemory,
+        // Garbage that parses as the start of a TLS record would otherwise hold its socket for node's 120 s.
+        handshakeTimeout: 5000,
       };
       const server = createSecureServer(serverOptions);
       const sessions = new Set<import('node:http2').ServerHttp2Session>();

@@ -29,6 +29,7 @@ export interface WebSocketOptions {
 
 const DEFAULT_PATH = '/agentlink';
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+const HANDSHAKE_TIMEOUT_MS = 5000;
 
 /**
  * The WebSocket channel: `wss://` over TLS 1.3 where both sides present a self-signed certificate of their
@@ -52,6 +53,8 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
         requestCert: true,
         // There is no CA: the peer is trusted for the key it proves, checked below, not for a chain.
         rejectUnauthorized: false,
+        // Garbage that parses as the start of a TLS record would otherwise hold its socket for node's 120 s.
+        handshakeTimeout: HANDSHAKE_TIMEOUT_MS,
       });
       const wss = new WebSocketServer({ noServer: true, maxPayload, perMessageDeflate: false });
       server.on('upgrade', (request, socket, head) => {

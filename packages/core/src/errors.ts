@@ -32,14 +32,20 @@ export class AgentError extends Error {
   override readonly name = 'AgentError';
   /** True when the error was raised by the peer and carried over the wire. */
   readonly remote: boolean;
+  /**
+   * True when the peer refused the call before processing any of it (e.g. HTTP/2 REFUSED_STREAM): retrying
+   * cannot run it twice, so the agent retries such calls transparently, as gRPC does.
+   */
+  readonly unprocessed: boolean;
 
   constructor(
     readonly code: ErrorCode,
     message: string,
-    options: { cause?: unknown; remote?: boolean } = {},
+    options: { cause?: unknown; remote?: boolean; unprocessed?: boolean } = {},
   ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.remote = options.remote ?? false;
+    this.unprocessed = options.unprocessed ?? false;
   }
 
   get retryable(): boolean {

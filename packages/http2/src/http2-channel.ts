@@ -9,6 +9,7 @@ export const AGENTLINK_PATH = '/agentlink';
 export const REVERSE_PATH = '/agentlink/reverse';
 const REVERSE_WAIT_MS = 5000;
 const DRAIN_POLL_MS = 20;
+const STREAM_LIMIT_MARGIN = 0.2;
 
 
 /**
@@ -126,9 +127,14 @@ export class Http2Channel implements Channel {
     return muxOverStream(stream, { kind: 'http2', peer: this.peer, remoteAddress: this.remoteAddress, role, onStream: (s) => this.onStream(s, this) });
   }
 
-  /** Streams the peer lets us open at once; one of them is the reverse stream. */
+  /**
+   * Streams we open at once: the peer's limit, less the reverse stream, less a margin: node servers count a
+   * stream until their JavaScript has finished with it, a little after the protocol closed it, and reset the
+   * excess with ENHANCE_YOUR_CALM (seen on Node 24 at 50 streams).
+   */
   private peerStreamLimit(): number {
-    return this.session.remoteSettings.maxConcurrentStreams ?? Number.POSITIVE_INFINITY;
+    const limit = this.session.remoteSettings.maxConcurrentStreams ?? Number.POSITIVE_INFINITY;
+    return Math.max(2, limit - Math.ceil(limit * STREAM_LIMIT_MARGIN));
   }
 
   private track(stream: Http2Stream): Http2ChannelStream {

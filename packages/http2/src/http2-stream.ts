@@ -18,6 +18,8 @@ export class Http2ChannelStream implements ChannelStream {
   private ended = false;
   /** node emitted 'end'; `ended` waits one turn for a reset that may follow (see onEnd). */
   private endSeen = false;
+  /** Whether any byte came back: a stream refused before that was never processed by the peer. */
+  private received = false;
   private failure: AgentError | undefined;
   private pendingRead: Waiter<Uint8Array | undefined> | undefined;
   private drainWaiters: Waiter<void>[] = [];
@@ -79,6 +81,7 @@ export class Http2ChannelStream implements ChannelStream {
   }
 
   private onData(chunk: Buffer): void {
+    this.received = true;
     const reader = this.pendingRead;
     if (reader) {
       this.pendingRead = undefined;
@@ -112,7 +115,10 @@ export class Http2ChannelStream implements ChannelStream {
   private failFromPeer(code: number): void {
     const errorCode = fromHttp2Code(code);
     const why = code === constants.NGHTTP2_CANCEL ? 'the HTTP/2 session ended under the stream' : `stream reset by peer (${errorCode})`;
-    this.fail(new AgentError(errorCode, why, { remote: true }));
+    // Node servers refuse streams over their limit at HEADERS time (REFUSED_STREAM or ENHANCE_YOUR_CALM),
+    // before any handler saw them.
+    const refused = code === constants.NGHTTP2_REFUSED_STREAM || code === constants.NGHTTP2_ENHANCE_YOUR_CALM;
+    this.fail(new AgentError(refused ? 'UNAVAILABLE' : errorCode, why, { remote: true, unprocessed: refused && !this.received }));
   }
 
   private fail(reason: AgentError): void {

@@ -13,6 +13,7 @@ import { OutboundCall, type CallOptions } from './outbound-call.js';
 import { AddressBook, formatPeerAddress, parsePeerReference } from './peer-address.js';
 
 const RESOLVED_PEER_CACHE = 4096;
+const MAX_TRANSPARENT_RETRIES = 5;
 
 export interface AgentOptions {
   /** The agent's key; a new one is generated when omitted (see loadOrCreateIdentity to persist it). */
@@ -102,16 +103,19 @@ export class Agent {
   /** Calls `method` on `peer` (an AgentId or `<AgentId>@<url>`) and resolves with its result. */
   async send<Out = unknown>(peer: string, method: string, body?: unknown, options: CallOptions = {}): Promise<Out> {
     const call = new OutboundCall(method, options, this.defaultTimeoutMs);
-    try {
-      const framed = await this.openCall(peer, call, 'unary', body);
-      const reply = await framed.receive();
-      if (reply?.type === 'response') {
-        call.complete();
-        return reply.body as Out;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const framed = await this.openCall(peer, call, 'unary', body);
+        const reply = await framed.receive();
+        if (reply?.type === 'response') {
+          call.complete();
+          return reply.body as Out;
+        }
+        throw this.unexpectedReply(call, reply);
+      } catch (error) {
+        if (await this.retryUnprocessed(call, error, attempt)) continue;
+        throw call.fail(error);
       }
-      throw this.unexpectedReply(call, reply);
-    } catch (error) {
-      throw call.fail(error);
     }
   }
 
@@ -122,9 +126,9 @@ export class Agent {
   async *stream<Out = unknown>(peer: string, method: string, body?: unknown, options: CallOptions = {}): AsyncGenerator<Out, void, undefined> {
     const call = new OutboundCall(method, options, undefined);
     try {
-      const framed = await this.openCall(peer, call, 'stream', body);
-      for (;;) {
-        const message = await framed.receive();
+      const first = await this.firstMessage(call, peer, body);
+      const framed = first.framed;
+      for (let message = first.message; ; message = await framed.receive()) {
         if (message?.type === 'item') {
           yield message.body as Out;
         } else if (message?.type === 'end') {
@@ -145,6 +149,28 @@ export class Agent {
       if (!call.completed) call.abort(new AgentError('CANCELLED', 'caller stopped reading the stream'));
       call.dispose();
     }
+  }
+
+  /** Opens a stream call and reads its first reply, reopening it while the peer refuses it unprocessed. */
+  private async firstMessage(call: OutboundCall, peer: string, body: unknown) {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const framed = await this.openCall(peer, call, 'stream', body);
+        return { framed, message: await framed.receive() };
+      } catch (error) {
+        if (!(await this.retryUnprocessed(call, error, attempt))) throw error;
+      }
+    }
+  }
+
+  /**
+   * A call the peer refused before processing it (HTTP/2 REFUSED_STREAM and the like) is retried at once on a
+   * fresh stream, a few times, within its deadline: it cannot run twice. Other failures are the caller's to see.
+   */
+  private async retryUnprocessed(call: OutboundCall, error: unknown, attempt: number): Promise<boolean> {
+    if (!(error instanceof AgentError) || !error.unprocessed || call.aborted || attempt >= MAX_TRANSPARENT_RETRIES) return false;
+    await new Promise((resolve) => setTimeout(resolve, attempt));
+    return !call.aborted;
   }
 
   /** Round-trip time in milliseconds to `peer` over the channel calls would use. */

@@ -1,7 +1,7 @@
 import { connect, createSecureServer, type ClientHttp2Session, type SecureServerOptions } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import { AgentError, authenticatePeer, type Channel, type DialContext, type ListenContext, type Listener, type Transport } from '@agentlink/core';
+import { AgentError, abortReason, authenticatePeer, type Channel, type DialContext, type ListenContext, type Listener, type Transport } from '@agentlink/core';
 import { Http2Channel } from './http2-channel.js';
 import { Keepalive } from './keepalive.js';
 
@@ -118,10 +118,7 @@ export function http2(options: Http2Options = {}): Transport {
         };
         const timeoutMs = options.connectTimeoutMs ?? 5000;
         const timer = setTimeout(() => fail(new AgentError('UNAVAILABLE', `no HTTP/2 session with ${address.host} within ${timeoutMs} ms`)), timeoutMs);
-        const onAbort = (): void => {
-          const reason: unknown = context.signal.reason;
-          fail(reason instanceof AgentError ? reason : new AgentError('CANCELLED', 'dial aborted', { cause: reason }));
-        };
+        const onAbort = (): void => fail(abortReason(context.signal));
         if (context.signal.aborted) return onAbort();
         context.signal.addEventListener('abort', onAbort, { once: true });
         session.once('error', (error) => fail(new AgentError('UNAVAILABLE', `cannot reach ${address.host}: ${error.message}`, { cause: error })));

@@ -1,5 +1,6 @@
 import {
   AgentError,
+  abortReason,
   agentIdFromPublicKey,
   publicKeyFromAgentId,
   type Channel,
@@ -96,13 +97,13 @@ export function quic(options: QuicOptions = {}): Transport & { endpoint(): Promi
     async dial(address: URL, context: DialContext): Promise<Channel> {
       endpoint ??= bind(context, false, address.hostname.startsWith('[') ? '::' : '0.0.0.0', 0);
       const local = await endpoint;
-      if (context.signal.aborted) throw dialAborted(context.signal);
+      if (context.signal.aborted) throw abortReason(context.signal);
       const host = address.hostname.replace(/^\[|\]$/g, '');
       const port = Number(address.port);
       const timeoutMs = options.connectTimeoutMs ?? 5000;
       const connecting = local.connect(host, port, Buffer.from(publicKeyFromAgentId(context.expectedPeer)), timeoutMs);
       const connection = await new Promise<Awaited<typeof connecting>>((resolve, reject) => {
-        const onAbort = (): void => reject(dialAborted(context.signal));
+        const onAbort = (): void => reject(abortReason(context.signal));
         context.signal.addEventListener('abort', onAbort, { once: true });
         connecting.then(
           (c) => {
@@ -125,11 +126,4 @@ export function quic(options: QuicOptions = {}): Transport & { endpoint(): Promi
       (await bound?.catch(() => undefined))?.close(0, 'agent closed');
     },
   };
-}
-
-function dialAborted(signal: AbortSignal): AgentError {
-  const reason: unknown = signal.reason;
-  if (reason instanceof AgentError) return reason;
-  const timedOut = reason instanceof Error && reason.name === 'TimeoutError';
-  return new AgentError(timedOut ? 'UNAVAILABLE' : 'CANCELLED', timedOut ? 'connect timed out' : 'dial aborted', { cause: reason });
 }

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import {
   AgentError,
+  abortReason,
   authenticatePeer,
   type Channel,
   type DialContext,
@@ -94,7 +95,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
 
     dial(address: URL, context: DialContext): Promise<Channel> {
       return new Promise<Channel>((resolve, reject) => {
-        if (context.signal.aborted) return reject(dialAborted(context.signal));
+        if (context.signal.aborted) return reject(abortReason(context.signal));
         const ws = new WebSocket(address, {
           key: context.tls.key,
           cert: context.tls.cert,
@@ -111,7 +112,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
           ws.terminate();
           reject(error);
         };
-        const onAbort = (): void => fail(dialAborted(context.signal));
+        const onAbort = (): void => fail(abortReason(context.signal));
         context.signal.addEventListener('abort', onAbort, { once: true });
         let remoteAddress = address.host;
         let raw: TLSSocket | undefined;
@@ -148,12 +149,6 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
   };
 }
 
-function dialAborted(signal: AbortSignal): AgentError {
-  const reason: unknown = signal.reason;
-  if (reason instanceof AgentError) return reason;
-  const timedOut = reason instanceof Error && reason.name === 'TimeoutError';
-  return new AgentError(timedOut ? 'UNAVAILABLE' : 'CANCELLED', timedOut ? 'connect timed out' : 'dial aborted', { cause: reason });
-}
 
 function refuse(socket: import('node:stream').Duplex, status: number, message: string): void {
   socket.end(`HTTP/1.1 ${status} ${message.replace(/[\r\n]/g, ' ')}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);

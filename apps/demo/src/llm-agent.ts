@@ -5,15 +5,18 @@
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { createAgent, loadOrCreateIdentity } from '@agentlink/core';
+import { quic } from '@agentlink/quic';
 import { webSocket } from '@agentlink/ws';
 import { fakeLlm, type GenerateRequest } from './fake-llm.js';
 
 // A persistent key: the agent keeps its address across restarts.
 const identity = await loadOrCreateIdentity(join(tmpdir(), 'agentlink-demo', 'llm-agent.key'));
-const agent = await createAgent({ identity, channels: [webSocket({ port: 0 })] });
+// QUIC first (agentlink's own engine); WebSocket too, for callers without it. Without the engine, QUIC says
+// why once and the agent serves over WebSocket alone.
+const agent = await createAgent({ identity, channels: [quic({ port: 0 }), webSocket({ port: 0 })] });
 
 agent.handleStream('llm.generate', (request: GenerateRequest, ctx) => fakeLlm(request, ctx.signal));
 
-process.stdout.write(`${agent.addresses[0]}\n`);
+process.stdout.write(`${agent.addresses.join(' ')}\n`);
 process.stdin.resume();
 process.stdin.on('end', () => void agent.close());

@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { createAgent } from '@agentlink/core';
+import { quic } from '@agentlink/quic';
 import { webSocket } from '@agentlink/ws';
 import type { Token } from './fake-llm.js';
 
@@ -15,9 +16,10 @@ const server = spawn(process.execPath, ['--conditions=source', '--import', 'tsx'
   stdio: ['pipe', 'pipe', 'inherit'],
 });
 const [firstChunk] = (await once(server.stdout, 'data')) as [Buffer];
-const llmAddress = firstChunk.toString('utf8').trim().split('\n')[0]!;
+const llmAddresses = firstChunk.toString('utf8').trim().split('\n')[0]!.split(' ');
+const llmAddress = llmAddresses[0]!;
 
-const agent = await createAgent({ channels: [webSocket()] });
+const agent = await createAgent({ channels: [quic(), webSocket()], peers: llmAddresses });
 console.log(`this agent:   ${agent.id}`);
 console.log(`llm agent:    ${llmAddress}`);
 console.log(`prompt:       ${prompt}\n`);

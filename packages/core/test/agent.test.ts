@@ -1,4 +1,4 @@
-import type { ListenContext } from '../src/index.js';
+import type { Channel, DialContext, ListenContext, Transport } from '../src/index.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AgentError, Identity, createAgent, type Agent } from '../src/index.js';
 import { memoryTransport } from './memory-transport.js';
@@ -100,5 +100,64 @@ describe('Agent', () => {
 
   it('an agent needs at least one channel', async () => {
     await expect(createAgent({ channels: [] })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+});
+
+describe('channel choice', () => {
+  /** A transport whose dials never complete until cancelled: a blackholed address. */
+  function blackhole(protocol: string): Transport & { attempts: number; cancelled: number } {
+    const transport = {
+      kind: protocol.replace(':', ''),
+      protocols: [protocol],
+      attempts: 0,
+      cancelled: 0,
+      listen: async () => ({ addresses: [], close: async () => undefined }),
+      dial: (_url: URL, context: DialContext) =>
+        new Promise<Channel>((_resolve, reject) => {
+          transport.attempts++;
+          context.signal.addEventListener('abort', () => {
+            transport.cancelled++;
+            reject(new AgentError('UNAVAILABLE', 'blackholed'));
+          });
+        }),
+    };
+    return transport;
+  }
+
+  it('prefers channel kinds in the order given, falling back (happy eyeballs) when the preferred one hangs', async () => {
+    const network = new Map<string, ListenContext>();
+    const server = await createAgent({ channels: [memoryTransport(network, 'srv')] });
+    server.handle('echo', (body: unknown) => body);
+    const hole = blackhole('slow:');
+    const memory = memoryTransport(network);
+    const client = await createAgent({ channels: [hole, memory] });
+    agents.push(server, client);
+    client.addPeer(`${server.id}@memory://srv`);
+    client.addPeer(`${server.id}@slow://192.0.2.1:1`);
+    const started = Date.now();
+    expect(await client.send(server.id, 'echo', 'via fallback', { timeoutMs: 5000 })).toBe('via fallback');
+    const elapsed = Date.now() - started;
+    expect(hole.attempts).toBe(1); // tried first: it is the preferred kind
+    expect(hole.cancelled).toBe(1); // and cancelled once the fallback won
+    expect(elapsed).toBeGreaterThanOrEqual(200); // the preferred kind had its head start...
+    expect(elapsed).toBeLessThan(2000); // ...but nobody waited for its timeout
+    expect(client.channels(server.id).map((c) => c.kind)).toEqual(['memory']);
+  });
+
+  it('closes channels that stayed idle, and not those in use', async () => {
+    const network = new Map<string, ListenContext>();
+    const server = await createAgent({ channels: [memoryTransport(network, 'idle')] });
+    server.handle('echo', (body: unknown) => body);
+    const client = await createAgent({ channels: [memoryTransport(network)], idleTimeoutMs: 200 });
+    agents.push(server, client);
+    const address = server.addresses[0]!;
+    const busyUntil = Date.now() + 500;
+    while (Date.now() < busyUntil) await client.send(address, 'echo', 1); // sequential calls: never idle
+    expect(client.channels()).toHaveLength(1);
+    const [channel] = client.channels();
+    const reason = await channel!.closed;
+    expect(reason.code).toBe('CLOSED');
+    expect(reason.message).toMatch(/idle/);
+    expect(await client.send(address, 'echo', 'redial')).toBe('redial');
   });
 });

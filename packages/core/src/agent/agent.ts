@@ -28,6 +28,8 @@ export interface AgentOptions {
   defaultTimeoutMs?: number;
   /** Upper bound for opening a channel to a peer (default 10 s). */
   connectTimeoutMs?: number;
+  /** Channels that carried no call for this long are closed (default 5 min; 0 = never). */
+  idleTimeoutMs?: number;
 }
 
 /**
@@ -54,6 +56,7 @@ export class Agent {
       addresses: this.addressBook,
       context: this.transportContext(),
       connectTimeoutMs: options.connectTimeoutMs,
+      idleTimeoutMs: options.idleTimeoutMs,
     });
     for (const peer of options.peers ?? []) this.addPeer(peer);
   }
@@ -220,6 +223,7 @@ export class Agent {
 
   private serve(stream: ChannelStream, channel: Channel): void {
     if (this.closedReason) return stream.reset(this.closedReason);
+    this.pool.touch(channel);
     void serveInboundStream(stream, channel, {
       maxFrameSize: this.maxFrameSize,
       handler: (method) => this.handlers.get(method),
@@ -242,6 +246,7 @@ export class Agent {
     const id = this.resolvePeer(peer);
     const channel = this.pool.openChannel(id) ?? (await this.pool.acquire(id, call.signal));
     const stream = await channel.openStream({ priority: call.priority });
+    this.pool.touch(channel);
     const framed = new FramedStream(stream, this.maxFrameSize);
     call.attach(framed);
     await framed.send({

@@ -1,5 +1,6 @@
 import { AgentError, toAgentError } from '../errors.js';
 import type { Channel, Transport, TransportContext } from '../channel.js';
+import { raceDials } from './dial-race.js';
 import type { AgentId } from '../identity/agent-id.js';
 import { raceSignal } from '../util/abort.js';
 import type { AddressBook } from './peer-address.js';
@@ -10,7 +11,14 @@ export interface ChannelPoolOptions {
   context: TransportContext;
   /** Upper bound for one dial attempt, whatever the callers' deadlines (default 10 s). */
   connectTimeoutMs?: number;
+  /** Head start of each preferred candidate before the next one is dialled too (default 250 ms). */
+  dialStaggerMs?: number;
+  /** Channels without streams for this long are closed (default 5 min; 0 = never). */
+  idleTimeoutMs?: number;
 }
+
+const DIAL_STAGGER_MS = 250;
+const DEFAULT_IDLE_TIMEOUT_MS = 5 * 60_000;
 
 /** How often a retired channel is checked for having no streams left. */
 const RETIRE_CHECK_MS = 200;
@@ -26,6 +34,9 @@ export class ChannelPool {
   /** Channels kept only for the calls already on them; closed once they have none. */
   private readonly retired = new Set<Channel>();
   private retireTimer: NodeJS.Timeout | undefined;
+  /** When each channel was first seen without streams (idle reaping). */
+  private readonly idleSince = new Map<Channel, number>();
+  private idleTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: ChannelPoolOptions) {}
 
@@ -53,9 +64,37 @@ export class ChannelPool {
     void channel.closed.then(() => {
       set.delete(channel);
       this.retired.delete(channel);
+      this.idleSince.delete(channel);
       if (set.size === 0 && this.channels.get(channel.peer) === set) this.channels.delete(channel.peer);
     });
     this.settleCrossedDials(channel);
+    this.watchIdle();
+  }
+
+  /** A stream started on `channel`: it is not idle. */
+  touch(channel: Channel): void {
+    this.idleSince.delete(channel);
+  }
+
+  /**
+   * Closes channels that carried no stream for idleTimeoutMs: one is idle from the first check that finds it
+   * without streams and without a stream started since (checks run every quarter of the timeout).
+   */
+  private watchIdle(): void {
+    const idleTimeout = this.options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
+    if (idleTimeout <= 0 || this.idleTimer) return;
+    this.idleTimer = setInterval(() => {
+      const now = Date.now();
+      for (const channel of this.list()) {
+        if (channel.activeStreams > 0) {
+          this.idleSince.delete(channel);
+          continue;
+        }
+        const since = this.idleSince.get(channel);
+        if (since === undefined) this.idleSince.set(channel, now);
+        else if (now - since >= idleTimeout) void channel.close(new AgentError('CLOSED', `idle for ${idleTimeout} ms`));
+      }
+    }, Math.max(10, idleTimeout / 4)).unref();
   }
 
   /**
@@ -95,6 +134,7 @@ export class ChannelPool {
   async close(reason: AgentError): Promise<void> {
     this.closing.abort(reason);
     clearInterval(this.retireTimer);
+    clearInterval(this.idleTimer);
     const all = this.list();
     await Promise.all(all.map((channel) => channel.close(reason)));
     await Promise.all(all.map((channel) => channel.closed));
@@ -120,20 +160,28 @@ export class ChannelPool {
   }
 
   private async dialAddresses(peer: AgentId, urls: URL[], signal: AbortSignal): Promise<Channel> {
+    const transports = this.options.transports;
     const failures: AgentError[] = [];
+    const candidates: Array<{ url: URL; transport: Transport }> = [];
     for (const url of urls) {
-      const transport = this.options.transports.find((t) => t.protocols.includes(url.protocol));
-      if (!transport) {
-        failures.push(new AgentError('UNAVAILABLE', `no configured channel dials ${url.protocol}// (${url.href})`));
-        continue;
-      }
-      try {
-        const channel = await transport.dial(url, { ...this.options.context, expectedPeer: peer, signal });
-        this.add(channel);
-        return channel;
-      } catch (error) {
-        failures.push(toAgentError(error, 'UNAVAILABLE'));
-      }
+      const transport = transports.find((t) => t.protocols.includes(url.protocol));
+      if (transport) candidates.push({ url, transport });
+      else failures.push(new AgentError('UNAVAILABLE', `no configured channel dials ${url.protocol}// (${url.href})`));
+    }
+    // Preference is the order of the agent's channels (e.g. quic, then http2, then ws); stable within a kind.
+    candidates.sort((a, b) => transports.indexOf(a.transport) - transports.indexOf(b.transport));
+    try {
+      const { channel } = await raceDials(
+        candidates,
+        ({ url, transport }, attemptSignal) => transport.dial(url, { ...this.options.context, expectedPeer: peer, signal: attemptSignal }),
+        signal,
+        this.options.dialStaggerMs ?? DIAL_STAGGER_MS,
+      );
+      this.add(channel);
+      return channel;
+    } catch (error) {
+      if (!Array.isArray(error)) throw error;
+      failures.push(...(error as AgentError[]));
     }
     // A peer that answered with the wrong key is a security failure, not a reachability one: say so.
     const unauthenticated = failures.find((f) => f.code === 'UNAUTHENTICATED');

@@ -32,3 +32,4 @@ export type { CallContext, StreamHandler, UnaryHandler } from './agent/handlers.
 export { formatPeerAddress, parsePeerReference } from './agent/peer-address.js';
 export type { PeerReference } from './agent/peer-address.js';
 export { abortReason, raceSignal } from './util/abort.js';
+export { ChunkQueue } from './util/chunk-queue.js';

@@ -1,5 +1,5 @@
 import { constants, type Http2Stream } from 'node:http2';
-import { AgentError, type ChannelStream } from '@agentlink/core';
+import { AgentError, ChunkQueue, type ChannelStream } from '@agentlink/core';
 import { fromHttp2Code, toHttp2Code } from './reset-codes.js';
 
 const RESOLVED = Promise.resolve();
@@ -13,15 +13,15 @@ interface Waiter<T> {
 
 /** An HTTP/2 stream (one request and its response, full duplex) as a ChannelStream. */
 export class Http2ChannelStream implements ChannelStream {
-  private readonly queue: Buffer[] = [];
-  private queuedBytes = 0;
-  private ended = false;
-  /** node emitted 'end'; `ended` waits one turn for a reset that may follow (see onEnd). */
+  /** Paused above READ_BUFFER_LIMIT (no WINDOW_UPDATEs then: the sender waits), resumed below half of it. */
+  private readonly incoming = new ChunkQueue(() => {
+    if (this.stream.isPaused() && this.incoming.queuedBytes < READ_BUFFER_LIMIT / 2) this.stream.resume();
+  });
+  /** node emitted 'end'; the queue is ended one turn later, unless a reset follows (see onEnd). */
   private endSeen = false;
   /** Whether any byte came back: a stream refused before that was never processed by the peer. */
   private received = false;
   private failure: AgentError | undefined;
-  private pendingRead: Waiter<Uint8Array | undefined> | undefined;
   private drainWaiters: Waiter<void>[] = [];
 
   constructor(
@@ -62,16 +62,7 @@ export class Http2ChannelStream implements ChannelStream {
   }
 
   read(): Promise<Uint8Array | undefined> {
-    if (this.failure) return Promise.reject(this.failure);
-    const chunk = this.queue.shift();
-    if (chunk) {
-      this.queuedBytes -= chunk.length;
-      if (this.stream.isPaused() && this.queuedBytes < READ_BUFFER_LIMIT / 2) this.stream.resume();
-      return Promise.resolve(chunk);
-    }
-    if (this.ended) return Promise.resolve(undefined);
-    if (this.pendingRead) return Promise.reject(new AgentError('INVALID_ARGUMENT', 'concurrent read on one stream'));
-    return new Promise((resolve, reject) => (this.pendingRead = { resolve, reject }));
+    return this.incoming.read();
   }
 
   reset(reason: AgentError): void {
@@ -82,15 +73,8 @@ export class Http2ChannelStream implements ChannelStream {
 
   private onData(chunk: Buffer): void {
     this.received = true;
-    const reader = this.pendingRead;
-    if (reader) {
-      this.pendingRead = undefined;
-      reader.resolve(chunk);
-      return;
-    }
-    this.queue.push(chunk);
-    this.queuedBytes += chunk.length;
-    if (this.queuedBytes >= READ_BUFFER_LIMIT) this.stream.pause();
+    this.incoming.push(chunk);
+    if (this.incoming.queuedBytes >= READ_BUFFER_LIMIT) this.stream.pause();
   }
 
   private onEnd(): void {
@@ -101,15 +85,10 @@ export class Http2ChannelStream implements ChannelStream {
   }
 
   private onEndConfirmed(): void {
-    if (this.ended || this.failure) return;
+    if (this.incoming.closed) return;
     const code = this.stream.rstCode;
     if (code !== undefined && code !== 0) return this.failFromPeer(code);
-    this.ended = true;
-    const reader = this.pendingRead;
-    if (reader && this.queue.length === 0) {
-      this.pendingRead = undefined;
-      reader.resolve(undefined);
-    }
+    this.incoming.end();
   }
 
   private failFromPeer(code: number): void {
@@ -124,10 +103,7 @@ export class Http2ChannelStream implements ChannelStream {
   private fail(reason: AgentError): void {
     if (this.failure) return;
     this.failure = reason;
-    this.queue.length = 0;
-    const reader = this.pendingRead;
-    this.pendingRead = undefined;
-    reader?.reject(reason);
+    this.incoming.fail(reason);
     const writers = this.drainWaiters;
     this.drainWaiters = [];
     for (const writer of writers) writer.reject(reason);

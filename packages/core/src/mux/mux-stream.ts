@@ -1,5 +1,6 @@
 import { AgentError } from '../errors.js';
 import type { ChannelStream } from '../channel.js';
+import { ChunkQueue } from '../util/chunk-queue.js';
 
 /** What a stream needs from its multiplexer; keeps MuxStream testable and free of pipe details. */
 export interface MuxStreamHost {
@@ -24,10 +25,8 @@ const RESOLVED = Promise.resolve();
 /** One multiplexed stream with yamux-style credit: the receiver grants bytes as its reader consumes them. */
 export class MuxStream implements ChannelStream {
   private sendCredit: number;
-  private readonly queue: Uint8Array[] = [];
-  private queuedBytes = 0;
+  private readonly incoming = new ChunkQueue((bytes) => this.consumed(bytes));
   private unackedBytes = 0;
-  private pendingRead: Waiter<Uint8Array | undefined> | undefined;
   private creditWaiters: Waiter<void>[] = [];
   private localEnded = false;
   private remoteEnded = false;
@@ -83,17 +82,7 @@ export class MuxStream implements ChannelStream {
   }
 
   read(): Promise<Uint8Array | undefined> {
-    if (this.failure) return Promise.reject(this.failure);
-    const chunk = this.queue.shift();
-    if (chunk) {
-      this.consumed(chunk.length);
-      return Promise.resolve(chunk);
-    }
-    if (this.remoteEnded) return Promise.resolve(undefined);
-    if (this.pendingRead) return Promise.reject(new AgentError('INVALID_ARGUMENT', 'concurrent read on one stream'));
-    return new Promise((resolve, reject) => {
-      this.pendingRead = { resolve, reject };
-    });
+    return this.incoming.read();
   }
 
   reset(reason: AgentError): void {
@@ -106,20 +95,11 @@ export class MuxStream implements ChannelStream {
 
   onData(chunk: Uint8Array): void {
     if (this.failure || this.remoteEnded) return;
-    if (this.queuedBytes + this.unackedBytes + chunk.length > this.window) {
+    if (this.incoming.queuedBytes + this.unackedBytes + chunk.length > this.window) {
       this.reset(new AgentError('PROTOCOL_ERROR', 'peer exceeded the stream flow-control window'));
       return;
     }
-    const reader = this.pendingRead;
-    if (reader) {
-      this.pendingRead = undefined;
-      this.unackedBytes += chunk.length;
-      this.maybeGrantCredit();
-      reader.resolve(chunk);
-      return;
-    }
-    this.queue.push(chunk);
-    this.queuedBytes += chunk.length;
+    this.incoming.push(chunk);
   }
 
   onWindow(increment: number): void {
@@ -131,11 +111,7 @@ export class MuxStream implements ChannelStream {
   onFin(): void {
     if (this.failure || this.remoteEnded) return;
     this.remoteEnded = true;
-    const reader = this.pendingRead;
-    if (reader && this.queue.length === 0) {
-      this.pendingRead = undefined;
-      reader.resolve(undefined);
-    }
+    this.incoming.end();
     this.releaseIfDone();
   }
 
@@ -143,11 +119,7 @@ export class MuxStream implements ChannelStream {
   fail(reason: AgentError): void {
     if (this.failure) return;
     this.failure = reason;
-    this.queue.length = 0;
-    this.queuedBytes = 0;
-    const reader = this.pendingRead;
-    this.pendingRead = undefined;
-    reader?.reject(reason);
+    this.incoming.fail(reason);
     const waiters = this.creditWaiters;
     this.creditWaiters = [];
     for (const waiter of waiters) waiter.reject(reason);
@@ -167,13 +139,9 @@ export class MuxStream implements ChannelStream {
     this.announced = true;
   }
 
+  /** Bytes the reader took: once half a window is consumed, grant it back to the peer. */
   private consumed(bytes: number): void {
-    this.queuedBytes -= bytes;
     this.unackedBytes += bytes;
-    this.maybeGrantCredit();
-  }
-
-  private maybeGrantCredit(): void {
     if (this.remoteEnded || this.unackedBytes < this.window / 2) return;
     this.host.sendWindow(this.id, this.unackedBytes);
     this.unackedBytes = 0;

@@ -1,0 +1,74 @@
+import { AgentError } from '../errors.js';
+
+/**
+ * The read side every byte-stream channel needs: chunks in arrival order, one reader at a time, a clean end, and
+ * a failure that wins over anything still queued (a reset discards unread data). `onConsumed` tells the owner
+ * when bytes left the queue, which is where flow control grants credit or resumes a paused source.
+ */
+export class ChunkQueue {
+  private readonly chunks: Uint8Array[] = [];
+  private queued = 0;
+  private ended = false;
+  private failure: AgentError | undefined;
+  private reader: { resolve(chunk: Uint8Array | undefined): void; reject(error: AgentError): void } | undefined;
+
+  constructor(private readonly onConsumed: (bytes: number) => void = () => undefined) {}
+
+  /** Bytes received but not read yet. */
+  get queuedBytes(): number {
+    return this.queued;
+  }
+
+  /** True once the queue takes no more data: ended by the peer or failed. */
+  get closed(): boolean {
+    return this.ended || this.failure !== undefined;
+  }
+
+  push(chunk: Uint8Array): void {
+    if (this.closed) return;
+    const reader = this.reader;
+    if (reader) {
+      this.reader = undefined;
+      this.onConsumed(chunk.length);
+      reader.resolve(chunk);
+      return;
+    }
+    this.chunks.push(chunk);
+    this.queued += chunk.length;
+  }
+
+  /** The sender finished: readers get the queued chunks, then undefined. */
+  end(): void {
+    if (this.closed) return;
+    this.ended = true;
+    const reader = this.reader;
+    if (reader && this.chunks.length === 0) {
+      this.reader = undefined;
+      reader.resolve(undefined);
+    }
+  }
+
+  /** Reset or channel loss: unread data is dropped and every read from now on rejects with `reason`. */
+  fail(reason: AgentError): void {
+    if (this.failure) return;
+    this.failure = reason;
+    this.chunks.length = 0;
+    this.queued = 0;
+    const reader = this.reader;
+    this.reader = undefined;
+    reader?.reject(reason);
+  }
+
+  read(): Promise<Uint8Array | undefined> {
+    if (this.failure) return Promise.reject(this.failure);
+    const chunk = this.chunks.shift();
+    if (chunk) {
+      this.queued -= chunk.length;
+      this.onConsumed(chunk.length);
+      return Promise.resolve(chunk);
+    }
+    if (this.ended) return Promise.resolve(undefined);
+    if (this.reader) return Promise.reject(new AgentError('INVALID_ARGUMENT', 'concurrent read on one stream'));
+    return new Promise((resolve, reject) => (this.reader = { resolve, reject }));
+  }
+}

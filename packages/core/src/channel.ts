@@ -29,6 +29,8 @@ export interface ChannelStream {
    * `reason` itself. Idempotent; a no-op once the stream is done.
    */
   reset(reason: AgentError): void;
+  /** Orders this stream's outgoing data against other streams of the channel, where the transport can. */
+  setPriority?(priority: Priority): void;
 }
 
 export interface OpenStreamOptions {
@@ -45,6 +47,8 @@ export interface Channel {
   readonly initiator: 'local' | 'remote';
   /** Streams open on this channel now, in either direction; a retired channel closes when this reaches 0. */
   readonly activeStreams: number;
+  /** Streams the peer lets us have open at once, when the transport knows it (HTTP/2 SETTINGS); the pool keeps below it. */
+  readonly streamLimit?: number;
   openStream(options?: OpenStreamOptions): Promise<ChannelStream>;
   /** Closes the channel; every open stream fails with `reason` (CLOSED when omitted). */
   close(reason?: AgentError): Promise<void>;

@@ -128,4 +128,24 @@ describe('mux', () => {
     await expect(accepted[0]!.read()).rejects.toMatchObject({ code: 'PROTOCOL_ERROR' });
     await expect(stream.read()).rejects.toMatchObject({ code: 'PROTOCOL_ERROR' });
   });
+
+  it('a congested pipe takes waiting streams by priority as it drains: critical frames go out before low ones', async () => {
+    const pipe = { sent: [] as Uint8Array[], bufferedAmount: 5000, send(m: Uint8Array) { this.sent.push(m); this.bufferedAmount += m.length; }, close() {} };
+    const mux = new MuxedChannel({ kind: 'test', peer: Identity.generate().id, remoteAddress: 'memory', role: 'dialer', onStream: () => undefined, pipe, highWaterMark: 1000, maxChunk: 100 });
+    const low = await mux.openStream({ priority: 'low' });
+    const critical = await mux.openStream({ priority: 'critical' });
+    const writes = [low.write(Buffer.alloc(500, 1)), critical.write(Buffer.alloc(500, 2))];
+    await tick();
+    expect(pipe.sent).toHaveLength(0); // congested: both wait
+    pipe.bufferedAmount = 0;
+    mux.drained();
+    await tick();
+    const ids = pipe.sent.map((frame) => Buffer.from(frame).readUInt32BE(1));
+    expect(ids.slice(0, 5)).toEqual([3, 3, 3, 3, 3]); // the critical stream (id 3) was opened second but went first
+    expect(ids).toContain(1);
+    pipe.bufferedAmount = 0;
+    mux.drained();
+    await Promise.all(writes);
+  });
 });
+

@@ -74,6 +74,11 @@ export class Http2Channel implements Channel {
     return this.closeReason !== undefined || this.draining !== undefined || this.session.closed || this.session.destroyed;
   }
 
+  /** What the pool may keep open at once on this session: below the peer's SETTINGS_MAX_CONCURRENT_STREAMS. */
+  get streamLimit(): number {
+    return this.peerStreamLimit() - 1;
+  }
+
   get activeStreams(): number {
     return this.streams + (this.reverse?.activeStreams ?? 0);
   }

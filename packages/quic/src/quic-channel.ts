@@ -3,9 +3,6 @@ import { fromNative } from './native-errors.js';
 import type { NativeConnection, NativeStream } from './native.js';
 import { QuicChannelStream } from './quic-stream.js';
 
-/** QUIC's own stream priority for agentlink's four levels (higher is sent first). */
-const PRIORITY = { critical: 3, high: 2, normal: 1, low: 0 } as const;
-
 /** A QUIC connection as a Channel: streams map 1:1 to QUIC streams (no head-of-line blocking between calls). */
 export class QuicChannel implements Channel {
   readonly kind = 'quic';
@@ -50,8 +47,9 @@ export class QuicChannel implements Channel {
     } catch (error) {
       throw this.closeReason ?? fromNative(error);
     }
-    if (options?.priority && options.priority !== 'normal') native.setPriority(PRIORITY[options.priority]);
-    return this.track(native);
+    const stream = this.track(native);
+    if (options?.priority && options.priority !== 'normal') stream.setPriority(options.priority);
+    return stream;
   }
 
   async close(reason = new AgentError('CLOSED', 'channel closed')): Promise<void> {

@@ -1,8 +1,10 @@
-import { AgentError, errorCodeToNumber, type ChannelStream } from '@agentlink/core';
+import { AgentError, errorCodeToNumber, type ChannelStream, type Priority } from '@agentlink/core';
 import { fromNative } from './native-errors.js';
 import type { NativeStream } from './native.js';
 
 const RESOLVED = Promise.resolve();
+/** QUIC's own stream priority for agentlink's four levels (higher is sent first). */
+const QUIC_PRIORITY: Record<Priority, number> = { critical: 3, high: 2, normal: 1, low: 0 };
 /** Bytes asked for per read: large enough that bulk transfers are not dominated by per-read costs. */
 const READ_SIZE = 1024 * 1024;
 /** Writes below this size written in the same tick are batched into one call into the engine. */
@@ -27,6 +29,11 @@ export class QuicChannelStream implements ChannelStream {
     private readonly native: NativeStream,
     private readonly onDone: () => void,
   ) {}
+
+  /** Maps onto quinn's send priority: a critical stream's data leaves before a low one's on this connection. */
+  setPriority(priority: Priority): void {
+    if (!this.released) this.native.setPriority(QUIC_PRIORITY[priority]);
+  }
 
   write(chunk: Uint8Array): Promise<void> {
     const failure = this.localReset ?? this.writeFailure;

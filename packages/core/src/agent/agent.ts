@@ -1,24 +1,28 @@
 import { AgentError } from '../errors.js';
 import type { Channel, ChannelStream, Listener, Transport, TransportContext } from '../channel.js';
+import { diagnosticChannels } from '../diagnostics.js';
 import type { AgentId } from '../identity/agent-id.js';
 import { selfSignedCertificate } from '../identity/certificate.js';
 import { Identity } from '../identity/identity.js';
 import { DEFAULT_MAX_FRAME_SIZE } from '../wire/codec.js';
-import { FramedStream } from '../wire/framed-stream.js';
 import type { CallMode } from '../wire/messages.js';
-import { ChannelPool } from './channel-pool.js';
+import { networkDispatch } from './call-attempt.js';
+import { StreamItems, UnaryResult } from './call-results.js';
+import { ChannelPool, type PoolLimits, type PoolStats } from './channel-pool.js';
 import type { HandlerEntry, StreamHandler, UnaryHandler } from './handlers.js';
 import { serveInboundStream } from './inbound-call.js';
+import { composeInterceptors, type CallHandler, type Dispatch, type Interceptor } from './interceptor.js';
 import { OutboundCall, type CallOptions } from './outbound-call.js';
 import { AddressBook, formatPeerAddress, parsePeerReference } from './peer-address.js';
+import { PeerDialer } from './peer-dialer.js';
+import { pingChannel } from './ping.js';
 
 const RESOLVED_PEER_CACHE = 4096;
-const MAX_TRANSPARENT_RETRIES = 5;
 
-export interface AgentOptions {
+export interface AgentOptions extends PoolLimits {
   /** The agent's key; a new one is generated when omitted (see loadOrCreateIdentity to persist it). */
   identity?: Identity;
-  /** The channel kinds this agent listens on and dials with, e.g. `[webSocket({ port: 4433 })]`. */
+  /** The channel kinds this agent listens on and dials with, in order of preference, e.g. `[quic(), webSocket()]`. */
   channels: readonly Transport[];
   /** Peers known up front, as `<AgentId>@<url>`. */
   peers?: readonly string[];
@@ -28,8 +32,8 @@ export interface AgentOptions {
   defaultTimeoutMs?: number;
   /** Upper bound for opening a channel to a peer (default 10 s). */
   connectTimeoutMs?: number;
-  /** Channels that carried no call for this long are closed (default 5 min; 0 = never). */
-  idleTimeoutMs?: number;
+  /** Wrap every outgoing call, first = outermost: e.g. `[metrics.interceptor, retry(), circuitBreaker()]`. */
+  interceptors?: readonly Interceptor[];
 }
 
 /**
@@ -42,6 +46,7 @@ export class Agent {
   private readonly addressBook = new AddressBook();
   private readonly resolvedPeers = new Map<string, AgentId>();
   private readonly pool: ChannelPool;
+  private readonly dispatch: Dispatch;
   private readonly maxFrameSize: number;
   private readonly defaultTimeoutMs: number;
   private listeners: Listener[] = [];
@@ -51,13 +56,19 @@ export class Agent {
     this.identity = options.identity ?? Identity.generate();
     this.maxFrameSize = options.maxFrameSize ?? DEFAULT_MAX_FRAME_SIZE;
     this.defaultTimeoutMs = options.defaultTimeoutMs ?? 30_000;
-    this.pool = new ChannelPool({
+    const dialer = new PeerDialer({
       transports: options.channels,
       addresses: this.addressBook,
       context: this.transportContext(),
       connectTimeoutMs: options.connectTimeoutMs,
-      idleTimeoutMs: options.idleTimeoutMs,
     });
+    this.pool = new ChannelPool({
+      ...options,
+      dialer,
+      self: this.identity.id,
+      ping: (channel, timeoutMs) => pingChannel(channel, this.maxFrameSize, timeoutMs),
+    });
+    this.dispatch = composeInterceptors(options.interceptors ?? [], networkDispatch({ pool: this.pool, maxFrameSize: this.maxFrameSize }));
     for (const peer of options.peers ?? []) this.addPeer(peer);
   }
 
@@ -104,22 +115,16 @@ export class Agent {
   }
 
   /** Calls `method` on `peer` (an AgentId or `<AgentId>@<url>`) and resolves with its result. */
-  async send<Out = unknown>(peer: string, method: string, body?: unknown, options: CallOptions = {}): Promise<Out> {
-    const call = new OutboundCall(method, options, this.defaultTimeoutMs);
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const framed = await this.openCall(peer, call, 'unary', body);
-        const reply = await framed.receive();
-        if (reply?.type === 'response') {
-          call.complete();
-          return reply.body as Out;
-        }
-        throw this.unexpectedReply(call, reply);
-      } catch (error) {
-        if (await this.retryUnprocessed(call, error, attempt)) continue;
-        throw call.fail(error);
-      }
+  send<Out = unknown>(peer: string, method: string, body?: unknown, options: CallOptions = {}): Promise<Out> {
+    let call: OutboundCall;
+    try {
+      call = this.newCall(peer, method, body, 'unary', options, this.defaultTimeoutMs);
+    } catch (error) {
+      return Promise.reject(error);
     }
+    const result = new UnaryResult<Out>();
+    this.start(call, result);
+    return result.promise;
   }
 
   /**
@@ -127,73 +132,38 @@ export class Agent {
    * or passing the deadline cancels the remote generator; a slow loop slows the producer (backpressure).
    */
   async *stream<Out = unknown>(peer: string, method: string, body?: unknown, options: CallOptions = {}): AsyncGenerator<Out, void, undefined> {
-    const call = new OutboundCall(method, options, undefined);
+    const call = this.newCall(peer, method, body, 'stream', options, undefined);
+    const items = new StreamItems<Out>();
+    this.start(call, items);
     try {
-      const first = await this.firstMessage(call, peer, body);
-      const framed = first.framed;
-      for (let message = first.message; ; message = await framed.receive()) {
-        if (message?.type === 'item') {
-          yield message.body as Out;
-        } else if (message?.type === 'end') {
-          call.complete();
-          return;
-        } else if (message?.type === 'response') {
-          // A unary handler called as a stream: its one result is the one item.
-          call.complete();
-          yield message.body as Out;
-          return;
-        } else {
-          throw this.unexpectedReply(call, message);
-        }
+      for (;;) {
+        const next = await items.next();
+        if (next.done) return;
+        yield next.value;
       }
-    } catch (error) {
-      throw call.fail(error);
     } finally {
-      if (!call.completed) call.abort(new AgentError('CANCELLED', 'caller stopped reading the stream'));
-      call.dispose();
-    }
-  }
-
-  /** Opens a stream call and reads its first reply, reopening it while the peer refuses it unprocessed. */
-  private async firstMessage(call: OutboundCall, peer: string, body: unknown) {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const framed = await this.openCall(peer, call, 'stream', body);
-        return { framed, message: await framed.receive() };
-      } catch (error) {
-        if (!(await this.retryUnprocessed(call, error, attempt))) throw error;
+      if (!items.finished) {
+        call.abort(new AgentError('CANCELLED', 'caller stopped reading the stream'));
+        items.unhold();
       }
     }
-  }
-
-  /**
-   * A call the peer refused before processing it (HTTP/2 REFUSED_STREAM and the like) is retried at once on a
-   * fresh stream, a few times, within its deadline: it cannot run twice. Other failures are the caller's to see.
-   */
-  private async retryUnprocessed(call: OutboundCall, error: unknown, attempt: number): Promise<boolean> {
-    if (!(error instanceof AgentError) || !error.unprocessed || call.aborted || attempt >= MAX_TRANSPARENT_RETRIES) return false;
-    await new Promise((resolve) => setTimeout(resolve, attempt));
-    return !call.aborted;
   }
 
   /** Round-trip time in milliseconds to `peer` over the channel calls would use. */
   async ping(peer: string, options: Pick<CallOptions, 'signal' | 'timeoutMs'> = {}): Promise<number> {
-    const call = new OutboundCall('ping', options, this.defaultTimeoutMs);
+    const id = this.resolvePeer(peer);
+    const timeoutMs = options.timeoutMs ?? this.defaultTimeoutMs;
+    const channel = await this.pool.reserve(id, 'critical', options.signal);
     try {
-      const channel = await this.pool.acquire(this.resolvePeer(peer), call.signal);
-      const framed = new FramedStream(await channel.openStream(), this.maxFrameSize);
-      call.attach(framed);
-      const started = performance.now();
-      const nonce = Math.floor(Math.random() * 2 ** 31);
-      await framed.send({ type: 'ping', nonce });
-      const reply = await framed.receive();
-      if (reply?.type !== 'pong' || reply.nonce !== nonce) throw new AgentError('PROTOCOL_ERROR', 'bad pong');
-      const rtt = performance.now() - started;
-      call.complete();
-      return rtt;
-    } catch (error) {
-      throw call.fail(error);
+      return await pingChannel(channel, this.maxFrameSize, timeoutMs, options.signal);
+    } finally {
+      this.pool.release(channel);
     }
+  }
+
+  /** The pool now: channels (kind, calls in flight, health-check RTT) and calls waiting, by priority. */
+  stats(): PoolStats {
+    return this.pool.stats();
   }
 
   /** Open channels, to one peer or to all. */
@@ -242,32 +212,30 @@ export class Agent {
     return id;
   }
 
-  private async openCall(peer: string, call: OutboundCall, mode: CallMode, body: unknown): Promise<FramedStream> {
-    const id = this.resolvePeer(peer);
-    const channel = this.pool.openChannel(id) ?? (await this.pool.acquire(id, call.signal));
-    const stream = await channel.openStream({ priority: call.priority });
-    this.pool.touch(channel);
-    const framed = new FramedStream(stream, this.maxFrameSize);
-    call.attach(framed);
-    await framed.send({
-      type: 'request',
-      method: call.method,
-      timeoutMs: call.remainingMs(),
-      priority: call.priority,
-      metadata: call.metadata,
-      body,
-      mode,
-    });
-    return framed;
+  private newCall(peer: string, method: string, body: unknown, mode: CallMode, options: CallOptions, timeoutMs: number | undefined): OutboundCall {
+    return new OutboundCall(this.resolvePeer(peer), method, body, mode, options, timeoutMs);
   }
 
-  private unexpectedReply(call: OutboundCall, reply: Awaited<ReturnType<FramedStream['receive']>>): AgentError {
-    if (reply?.type === 'error') {
-      call.complete();
-      return new AgentError(reply.code, reply.message, { remote: true });
-    }
-    if (reply === undefined) return new AgentError('UNAVAILABLE', `${call.method}: peer ended the stream without a reply`);
-    return new AgentError('PROTOCOL_ERROR', `${call.method}: unexpected ${reply.type} from the peer`);
+  /** Runs a call through the interceptors; the call's timers stop when it ends, either way. */
+  private start(call: OutboundCall, handler: CallHandler): void {
+    const observed = diagnosticChannels.callStart.hasSubscribers || diagnosticChannels.callEnd.hasSubscribers || diagnosticChannels.callError.hasSubscribers;
+    const started = observed ? performance.now() : 0;
+    if (observed) diagnosticChannels.callStart.publish({ call });
+    this.dispatch(call, {
+      onStart: (control) => handler.onStart?.(control),
+      onResponse: (body) => handler.onResponse?.(body),
+      onItem: (item) => handler.onItem?.(item),
+      onEnd: () => {
+        call.finish();
+        if (observed) diagnosticChannels.callEnd.publish({ call, durationMs: performance.now() - started });
+        handler.onEnd();
+      },
+      onError: (error) => {
+        call.finish();
+        if (observed) diagnosticChannels.callError.publish({ call, error, durationMs: performance.now() - started });
+        handler.onError(error);
+      },
+    });
   }
 }
 

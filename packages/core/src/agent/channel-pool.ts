@@ -1,192 +1,400 @@
-import { AgentError, toAgentError } from '../errors.js';
-import type { Channel, Transport, TransportContext } from '../channel.js';
-import { raceDials } from './dial-race.js';
+import { setMaxListeners } from 'node:events';
+import { AgentError } from '../errors.js';
+import type { Channel } from '../channel.js';
+import { diagnosticChannels } from '../diagnostics.js';
 import type { AgentId } from '../identity/agent-id.js';
-import { raceSignal } from '../util/abort.js';
-import type { AddressBook } from './peer-address.js';
+import { WeightedPriorityQueue } from '../scheduler/priority-queue.js';
+import { PRIORITIES, type Priority } from '../wire/messages.js';
+import type { PeerDialer } from './peer-dialer.js';
 
-export interface ChannelPoolOptions {
-  transports: readonly Transport[];
-  addresses: AddressBook;
-  context: TransportContext;
-  /** Upper bound for one dial attempt, whatever the callers' deadlines (default 10 s). */
-  connectTimeoutMs?: number;
-  /** Head start of each preferred candidate before the next one is dialled too (default 250 ms). */
-  dialStaggerMs?: number;
-  /** Channels without streams for this long are closed (default 5 min; 0 = never). */
+export interface PoolLimits {
+  /** Calls one channel carries at once before the pool opens another or queues (default 128). */
+  maxCallsPerChannel?: number;
+  /** Channels to one peer (default 4): more are opened only while calls queue for capacity. */
+  maxChannelsPerPeer?: number;
+  /** Channels to a peer that idle closing keeps (default 0). */
+  minChannelsPerPeer?: number;
+  /** Channels in all (default 4096): at the limit the least recently used idle one is closed first. */
+  maxChannels?: number;
+  /** Calls waiting for capacity, across peers (default 10,000); beyond it calls fail with RESOURCE_EXHAUSTED. */
+  maxPendingCalls?: number;
+  /** Channels without calls for this long are closed (default 5 min; 0 = never). */
   idleTimeoutMs?: number;
+  /** Every channel is pinged this often; RTT is recorded, and one that does not answer is closed (default 30 s; 0 = off). */
+  healthCheckIntervalMs?: number;
 }
 
-const DIAL_STAGGER_MS = 250;
-const DEFAULT_IDLE_TIMEOUT_MS = 5 * 60_000;
+export interface ChannelPoolOptions extends PoolLimits {
+  dialer: PeerDialer;
+  self: AgentId;
+  /** Round trip over `channel` in milliseconds (the agent's ping). */
+  ping(channel: Channel, timeoutMs: number): Promise<number>;
+}
 
+export interface ChannelStats {
+  peer: AgentId;
+  kind: string;
+  initiator: 'local' | 'remote';
+  calls: number;
+  rttMs: number | undefined;
+}
+
+export interface PoolStats {
+  channels: ChannelStats[];
+  channelsByKind: Record<string, number>;
+  pendingCalls: Record<Priority, number>;
+}
+
+interface ChannelState {
+  calls: number;
+  lastUsed: number;
+  idleSince: number | undefined;
+  retired: boolean;
+  rttMs: number | undefined;
+}
+
+interface Waiter {
+  priority: Priority;
+  settled: boolean;
+  resolve(channel: Channel): void;
+  reject(error: AgentError): void;
+  signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+}
+
+class PeerState {
+  readonly channels = new Set<Channel>();
+  readonly queue = new WeightedPriorityQueue<Waiter>((w) => !w.settled);
+  dialing: Promise<void> | undefined;
+}
+
+const DEFAULTS = {
+  maxCallsPerChannel: 128,
+  maxChannelsPerPeer: 4,
+  minChannelsPerPeer: 0,
+  maxChannels: 4096,
+  maxPendingCalls: 10_000,
+  idleTimeoutMs: 5 * 60_000,
+  healthCheckIntervalMs: 30_000,
+};
 /** How often a retired channel is checked for having no streams left. */
 const RETIRE_CHECK_MS = 200;
 
 /**
- * The channels an agent has, per peer: dialled by us or accepted from the peer, reused by every call.
- * Concurrent calls to a peer with no channel share one dial.
+ * The channels an agent has, per peer, and the calls waiting for room on them. A call reserves a slot on a
+ * channel and releases it when it ends; when every channel to the peer is full the call waits in the peer's
+ * weighted priority queue, and the pool opens another channel if the limits allow. Concurrent calls to a peer
+ * with no channel share one dial.
  */
 export class ChannelPool {
-  private readonly channels = new Map<AgentId, Set<Channel>>();
-  private readonly dialing = new Map<AgentId, Promise<Channel>>();
+  private readonly limits: Required<PoolLimits>;
+  private readonly peers = new Map<AgentId, PeerState>();
+  private readonly state = new Map<Channel, ChannelState>();
+  private readonly pendingByPriority: Record<Priority, number> = { critical: 0, high: 0, normal: 0, low: 0 };
+  private pending = 0;
   private readonly closing = new AbortController();
-  /** Channels kept only for the calls already on them; closed once they have none. */
-  private readonly retired = new Set<Channel>();
   private retireTimer: NodeJS.Timeout | undefined;
-  /** When each channel was first seen without streams (idle reaping). */
-  private readonly idleSince = new Map<Channel, number>();
   private idleTimer: NodeJS.Timeout | undefined;
+  private healthTimer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly options: ChannelPoolOptions) {}
-
-  /** An open channel to `peer`, if there is one: the per-call fast path, with no promise or signal. */
-  openChannel(peer: AgentId): Channel | undefined {
-    for (const channel of this.channels.get(peer) ?? []) if (!channel.isClosed && !this.retired.has(channel)) return channel;
-    return undefined;
+  constructor(private readonly options: ChannelPoolOptions) {
+    setMaxListeners(0, this.closing.signal); // every dial in flight listens to it
+    const given = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
+    this.limits = { ...DEFAULTS, ...given } as Required<PoolLimits>;
+    for (const [name, value] of Object.entries(this.limits)) {
+      if (typeof value === 'number' && !(value >= 0)) throw new AgentError('INVALID_ARGUMENT', `${name} must be a non-negative number`);
+    }
   }
 
-  async acquire(peer: AgentId, signal: AbortSignal): Promise<Channel> {
-    const open = this.openChannel(peer);
-    if (open) return open;
-    let dial = this.dialing.get(peer);
-    if (!dial) {
-      dial = this.dial(peer).finally(() => this.dialing.delete(peer));
-      this.dialing.set(peer, dial);
+  /** A slot on an open channel to `peer` if one is free and no call waits for one: the per-call fast path. */
+  tryReserve(peer: AgentId): Channel | undefined {
+    const peerState = this.peers.get(peer);
+    if (!peerState || peerState.queue.size > 0) return undefined;
+    const channel = this.freeChannel(peerState);
+    if (channel) this.take(channel);
+    return channel;
+  }
+
+  /** A slot on a channel to `peer`: at once when one is free, else after the calls queued ahead by priority. */
+  reserve(peer: AgentId, priority: Priority, signal: AbortSignal | undefined): Promise<Channel> {
+    const fast = this.tryReserve(peer);
+    if (fast) return Promise.resolve(fast);
+    if (this.closing.signal.aborted) return Promise.reject(this.closing.signal.reason as AgentError);
+    if (signal?.aborted) return Promise.reject(signal.reason as AgentError);
+    if (this.pending >= this.limits.maxPendingCalls) {
+      return Promise.reject(
+        new AgentError('RESOURCE_EXHAUSTED', `${this.pending} calls already wait for a channel (maxPendingCalls ${this.limits.maxPendingCalls})`),
+      );
     }
-    return raceSignal(dial, signal);
+    const peerState = this.peerState(peer);
+    const promise = new Promise<Channel>((resolve, reject) => {
+      const waiter: Waiter = { priority, settled: false, resolve, reject, signal, onAbort: undefined };
+      if (signal) {
+        waiter.onAbort = () => this.settle(waiter)?.reject(signal.reason as AgentError);
+        signal.addEventListener('abort', waiter.onAbort, { once: true });
+      }
+      peerState.queue.push(waiter, priority);
+      this.pending++;
+      this.pendingByPriority[priority]++;
+    });
+    this.grow(peer, peerState);
+    return promise;
+  }
+
+  /** The call on `channel` ended: its slot goes to the next queued call, if any. */
+  release(channel: Channel): void {
+    const state = this.state.get(channel);
+    if (!state) return;
+    state.calls--;
+    state.lastUsed = Date.now();
+    const peerState = this.peers.get(channel.peer);
+    if (peerState && peerState.queue.size > 0) this.serveQueue(peerState);
+  }
+
+  /** A peer opened a stream on `channel`: it is in use. */
+  touch(channel: Channel): void {
+    const state = this.state.get(channel);
+    if (state) {
+      state.idleSince = undefined;
+      state.lastUsed = Date.now();
+    }
   }
 
   add(channel: Channel): void {
-    let set = this.channels.get(channel.peer);
-    if (!set) this.channels.set(channel.peer, (set = new Set()));
-    set.add(channel);
-    void channel.closed.then(() => {
-      set.delete(channel);
-      this.retired.delete(channel);
-      this.idleSince.delete(channel);
-      if (set.size === 0 && this.channels.get(channel.peer) === set) this.channels.delete(channel.peer);
-    });
-    this.settleCrossedDials(channel);
-    this.watchIdle();
-  }
-
-  /** A stream started on `channel`: it is not idle. */
-  touch(channel: Channel): void {
-    this.idleSince.delete(channel);
-  }
-
-  /**
-   * Closes channels that carried no stream for idleTimeoutMs: one is idle from the first check that finds it
-   * without streams and without a stream started since (checks run every quarter of the timeout).
-   */
-  private watchIdle(): void {
-    const idleTimeout = this.options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
-    if (idleTimeout <= 0 || this.idleTimer) return;
-    this.idleTimer = setInterval(() => {
-      const now = Date.now();
-      for (const channel of this.list()) {
-        if (channel.activeStreams > 0) {
-          this.idleSince.delete(channel);
-          continue;
-        }
-        const since = this.idleSince.get(channel);
-        if (since === undefined) this.idleSince.set(channel, now);
-        else if (now - since >= idleTimeout) void channel.close(new AgentError('CLOSED', `idle for ${idleTimeout} ms`));
-      }
-    }, Math.max(10, idleTimeout / 4)).unref();
-  }
-
-  /**
-   * Two agents that dial each other at once (a hole punch does this on purpose) end up with two channels of the
-   * same kind, one dialled by each. Both sides keep the one the lower AgentId dialled, so they agree without a
-   * message; the other serves the calls already on it and closes when it has none.
-   */
-  private settleCrossedDials(added: Channel): void {
-    const self = this.options.context.identity.id;
-    const dialler = (c: Channel): AgentId => (c.initiator === 'local' ? self : c.peer);
-    for (const other of this.channels.get(added.peer) ?? []) {
-      if (other === added || other.kind !== added.kind || other.initiator === added.initiator) continue;
-      if (other.isClosed || this.retired.has(other)) continue;
-      this.retire(dialler(added) < dialler(other) ? other : added);
+    if (this.closing.signal.aborted) {
+      void channel.close(this.closing.signal.reason as AgentError);
       return;
     }
-  }
-
-  private retire(channel: Channel): void {
-    this.retired.add(channel);
-    this.retireTimer ??= setInterval(() => {
-      for (const c of this.retired) {
-        if (c.activeStreams === 0) void c.close(new AgentError('CLOSED', 'duplicate channel: keeping the one the lower AgentId dialled'));
-      }
-      if (this.retired.size === 0) {
-        clearInterval(this.retireTimer);
-        this.retireTimer = undefined;
-      }
-    }, RETIRE_CHECK_MS).unref();
+    const peerState = this.peerState(channel.peer);
+    peerState.channels.add(channel);
+    this.state.set(channel, { calls: 0, lastUsed: Date.now(), idleSince: undefined, retired: false, rttMs: undefined });
+    if (diagnosticChannels.channelOpen.hasSubscribers) diagnosticChannels.channelOpen.publish({ channel });
+    void channel.closed.then((reason) => this.removed(channel, peerState, reason));
+    this.settleCrossedDials(channel, peerState);
+    this.startTimers();
+    this.serveQueue(peerState);
   }
 
   list(peer?: AgentId): Channel[] {
-    if (peer !== undefined) return [...(this.channels.get(peer) ?? [])];
-    return [...this.channels.values()].flatMap((set) => [...set]);
+    if (peer !== undefined) return [...(this.peers.get(peer)?.channels ?? [])];
+    return [...this.state.keys()];
+  }
+
+  stats(): PoolStats {
+    const channelsByKind: Record<string, number> = {};
+    const channels: ChannelStats[] = [];
+    for (const [channel, state] of this.state) {
+      channelsByKind[channel.kind] = (channelsByKind[channel.kind] ?? 0) + 1;
+      channels.push({ peer: channel.peer, kind: channel.kind, initiator: channel.initiator, calls: state.calls, rttMs: state.rttMs });
+    }
+    return { channels, channelsByKind, pendingCalls: { ...this.pendingByPriority } };
   }
 
   async close(reason: AgentError): Promise<void> {
     this.closing.abort(reason);
     clearInterval(this.retireTimer);
     clearInterval(this.idleTimer);
+    clearInterval(this.healthTimer);
+    for (const peerState of this.peers.values()) {
+      for (let w = peerState.queue.shift(); w; w = peerState.queue.shift()) this.settle(w)?.reject(reason);
+    }
     const all = this.list();
     await Promise.all(all.map((channel) => channel.close(reason)));
     await Promise.all(all.map((channel) => channel.closed));
   }
 
-  private async dial(peer: AgentId): Promise<Channel> {
-    const urls = this.options.addresses.get(peer);
-    if (urls.length === 0) {
-      throw new AgentError('UNAVAILABLE', `no address known for ${peer}: call it as "<AgentId>@<url>" or agent.addPeer()`);
+  // ---- capacity ------------------------------------------------------------------------------------------
+
+  private peerState(peer: AgentId): PeerState {
+    let peerState = this.peers.get(peer);
+    if (!peerState) this.peers.set(peer, (peerState = new PeerState()));
+    return peerState;
+  }
+
+  private capacity(channel: Channel): number {
+    return Math.min(this.limits.maxCallsPerChannel, channel.streamLimit ?? Number.POSITIVE_INFINITY);
+  }
+
+  /** The usable channel with the most free slots, if any has one. */
+  private freeChannel(peerState: PeerState): Channel | undefined {
+    let best: Channel | undefined;
+    let bestFree = 0;
+    for (const channel of peerState.channels) {
+      const state = this.state.get(channel)!;
+      if (channel.isClosed || state.retired) continue;
+      const free = this.capacity(channel) - state.calls;
+      if (free > bestFree) {
+        best = channel;
+        bestFree = free;
+      }
     }
-    // One controller per dial, released when it settles (AbortSignal.any/timeout would linger for the timeout).
-    const controller = new AbortController();
-    const timeoutMs = this.options.connectTimeoutMs ?? 10_000;
-    const timer = setTimeout(() => controller.abort(new AgentError('UNAVAILABLE', `connect timed out after ${timeoutMs} ms`)), timeoutMs);
-    const onClosing = (): void => controller.abort(this.closing.signal.reason);
-    this.closing.signal.addEventListener('abort', onClosing, { once: true });
-    try {
-      return await this.dialAddresses(peer, urls, controller.signal);
-    } finally {
-      clearTimeout(timer);
-      this.closing.signal.removeEventListener('abort', onClosing);
+    return best;
+  }
+
+  private take(channel: Channel): void {
+    const state = this.state.get(channel)!;
+    state.calls++;
+    state.idleSince = undefined;
+  }
+
+  private settle(waiter: Waiter): Waiter | undefined {
+    if (waiter.settled) return undefined;
+    waiter.settled = true;
+    this.pending--;
+    this.pendingByPriority[waiter.priority]--;
+    if (waiter.onAbort) waiter.signal!.removeEventListener('abort', waiter.onAbort);
+    return waiter;
+  }
+
+  private serveQueue(peerState: PeerState): void {
+    while (peerState.queue.size > 0) {
+      const channel = this.freeChannel(peerState);
+      if (!channel) return;
+      const waiter = peerState.queue.shift();
+      if (!waiter) return;
+      this.take(channel);
+      this.settle(waiter)!.resolve(channel);
     }
   }
 
-  private async dialAddresses(peer: AgentId, urls: URL[], signal: AbortSignal): Promise<Channel> {
-    const transports = this.options.transports;
-    const failures: AgentError[] = [];
-    const candidates: Array<{ url: URL; transport: Transport }> = [];
-    for (const url of urls) {
-      const transport = transports.find((t) => t.protocols.includes(url.protocol));
-      if (transport) candidates.push({ url, transport });
-      else failures.push(new AgentError('UNAVAILABLE', `no configured channel dials ${url.protocol}// (${url.href})`));
+  private usableCount(peerState: PeerState): number {
+    let n = 0;
+    for (const channel of peerState.channels) if (!channel.isClosed && !this.state.get(channel)!.retired) n++;
+    return n;
+  }
+
+  /** Calls wait on `peer`: dial a channel if it has none, or another one if every one is full and limits allow. */
+  private grow(peer: AgentId, peerState: PeerState): void {
+    if (peerState.dialing || this.closing.signal.aborted) return;
+    const usable = this.usableCount(peerState);
+    if (usable > 0 && (usable >= this.limits.maxChannelsPerPeer || !this.options.dialer.canDial(peer))) return;
+    if (this.state.size >= this.limits.maxChannels && !this.evictIdle()) {
+      if (usable > 0) return; // the peer has channels: its calls wait for slots
+      this.failQueue(peerState, new AgentError('RESOURCE_EXHAUSTED', `channel limit reached (maxChannels ${this.limits.maxChannels}) and none is idle`));
+      return;
     }
-    // Preference is the order of the agent's channels (e.g. quic, then http2, then ws); stable within a kind.
-    candidates.sort((a, b) => transports.indexOf(a.transport) - transports.indexOf(b.transport));
-    try {
-      const { channel } = await raceDials(
-        candidates,
-        ({ url, transport }, attemptSignal) => transport.dial(url, { ...this.options.context, expectedPeer: peer, signal: attemptSignal }),
-        signal,
-        this.options.dialStaggerMs ?? DIAL_STAGGER_MS,
+    peerState.dialing = this.options.dialer.dial(peer, this.closing.signal).then(
+      (channel) => {
+        peerState.dialing = undefined;
+        this.add(channel);
+        if (peerState.queue.size > 0) this.grow(peer, peerState);
+      },
+      (error: AgentError) => {
+        peerState.dialing = undefined;
+        // With no channel to the peer the queued calls cannot run: fail them now rather than at their deadline.
+        if (this.usableCount(peerState) === 0) this.failQueue(peerState, error);
+      },
+    );
+  }
+
+  private failQueue(peerState: PeerState, error: AgentError): void {
+    for (let w = peerState.queue.shift(); w; w = peerState.queue.shift()) this.settle(w)?.reject(error);
+  }
+
+  /** Closes the least recently used channel without calls or streams; false when there is none. */
+  private evictIdle(): boolean {
+    let oldest: Channel | undefined;
+    let oldestUse = Number.POSITIVE_INFINITY;
+    for (const [channel, state] of this.state) {
+      if (state.calls === 0 && channel.activeStreams === 0 && state.lastUsed < oldestUse) {
+        oldest = channel;
+        oldestUse = state.lastUsed;
+      }
+    }
+    if (!oldest) return false;
+    void oldest.close(new AgentError('CLOSED', `closed to make room (maxChannels ${this.limits.maxChannels})`));
+    this.forget(oldest);
+    return true;
+  }
+
+  private removed(channel: Channel, peerState: PeerState, reason: AgentError): void {
+    this.forget(channel);
+    if (diagnosticChannels.channelClose.hasSubscribers) diagnosticChannels.channelClose.publish({ channel, reason });
+    if (peerState.queue.size > 0) this.grow(channel.peer, peerState);
+    else if (peerState.channels.size === 0 && !peerState.dialing && this.peers.get(channel.peer) === peerState) this.peers.delete(channel.peer);
+  }
+
+  private forget(channel: Channel): void {
+    this.state.delete(channel);
+    this.peers.get(channel.peer)?.channels.delete(channel);
+  }
+
+  // ---- upkeep --------------------------------------------------------------------------------------------
+
+  /**
+   * Two agents that dial each other at once (a hole punch does this on purpose) end up with two channels of the
+   * same kind, one dialled by each. Both sides keep the one the lower AgentId dialled, so they agree without a
+   * message; the other serves the calls already on it and closes when it has none.
+   */
+  private settleCrossedDials(added: Channel, peerState: PeerState): void {
+    const dialler = (c: Channel): AgentId => (c.initiator === 'local' ? this.options.self : c.peer);
+    for (const other of peerState.channels) {
+      if (other === added || other.kind !== added.kind || other.initiator === added.initiator) continue;
+      if (other.isClosed || this.state.get(other)!.retired) continue;
+      this.retire(dialler(added) < dialler(other) ? other : added);
+      return;
+    }
+  }
+
+  private retire(channel: Channel): void {
+    this.state.get(channel)!.retired = true;
+    this.retireTimer ??= setInterval(() => {
+      let retired = 0;
+      for (const [c, state] of this.state) {
+        if (!state.retired) continue;
+        retired++;
+        if (c.activeStreams === 0) void c.close(new AgentError('CLOSED', 'duplicate channel: keeping the one the lower AgentId dialled'));
+      }
+      if (retired === 0) {
+        clearInterval(this.retireTimer);
+        this.retireTimer = undefined;
+      }
+    }, RETIRE_CHECK_MS).unref();
+  }
+
+  private startTimers(): void {
+    const { idleTimeoutMs, healthCheckIntervalMs } = this.limits;
+    if (idleTimeoutMs > 0 && !this.idleTimer) {
+      this.idleTimer = setInterval(() => this.closeIdle(idleTimeoutMs), Math.max(10, idleTimeoutMs / 4)).unref();
+    }
+    if (healthCheckIntervalMs > 0 && !this.healthTimer) {
+      this.healthTimer = setInterval(() => this.checkHealth(healthCheckIntervalMs), healthCheckIntervalMs).unref();
+    }
+  }
+
+  /**
+   * Closes channels that carried no call for idleTimeoutMs: one is idle from the first check that finds it
+   * without streams and without a stream started since (checks run every quarter of the timeout).
+   */
+  private closeIdle(idleTimeoutMs: number): void {
+    const now = Date.now();
+    for (const [channel, state] of this.state) {
+      if (channel.activeStreams > 0 || state.calls > 0) {
+        state.idleSince = undefined;
+        continue;
+      }
+      if (state.idleSince === undefined) state.idleSince = now;
+      else if (now - state.idleSince >= idleTimeoutMs) {
+        const peerState = this.peers.get(channel.peer);
+        if (peerState && this.usableCount(peerState) <= this.limits.minChannelsPerPeer && !state.retired) continue;
+        this.forget(channel);
+        void channel.close(new AgentError('CLOSED', `idle for ${idleTimeoutMs} ms`));
+      }
+    }
+  }
+
+  /** Pings every channel; a channel that does not answer within the interval is closed as UNAVAILABLE. */
+  private checkHealth(timeoutMs: number): void {
+    for (const [channel, state] of this.state) {
+      if (channel.isClosed) continue;
+      this.options.ping(channel, timeoutMs).then(
+        (rtt) => (state.rttMs = rtt),
+        (error: AgentError) => {
+          if (!channel.isClosed && !this.closing.signal.aborted) {
+            void channel.close(new AgentError('UNAVAILABLE', `health check failed: ${error.message}`));
+          }
+        },
       );
-      this.add(channel);
-      return channel;
-    } catch (error) {
-      if (!Array.isArray(error)) throw error;
-      failures.push(...(error as AgentError[]));
     }
-    // A peer that answered with the wrong key is a security failure, not a reachability one: say so.
-    const unauthenticated = failures.find((f) => f.code === 'UNAUTHENTICATED');
-    if (unauthenticated) throw unauthenticated;
-    const detail = failures.map((f) => f.message).join('; ');
-    throw new AgentError('UNAVAILABLE', `cannot reach ${peer}: ${detail}`, { cause: failures[0] });
   }
 }

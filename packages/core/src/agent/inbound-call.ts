@@ -62,6 +62,8 @@ class InboundCall {
       const ms = request.timeoutMs;
       this.timer = deadlineTimer(ms, () => this.abort(new AgentError('DEADLINE_EXCEEDED', `deadline of ${ms} ms exceeded`)));
     }
+    // The reply travels at the caller's priority, where the transport can order streams.
+    if (request.priority !== 'normal') this.framed.stream.setPriority?.(request.priority);
     void this.watchCaller();
     const call = this;
     const context: CallContext = {

@@ -1,17 +1,21 @@
 import { setMaxListeners } from 'node:events';
-import { AgentError, toAgentError } from '../errors.js';
+import { AgentError } from '../errors.js';
+import type { AgentId } from '../identity/agent-id.js';
 import { abortReason } from '../util/abort.js';
 import { deadlineTimer } from '../util/timer.js';
-import type { FramedStream } from '../wire/framed-stream.js';
-import type { Priority } from '../wire/messages.js';
+import type { CallMode, Priority } from '../wire/messages.js';
+import type { CallControl, CallInfo } from './interceptor.js';
 
 export interface CallOptions {
   /** Aborting it cancels the call on both sides (the remote handler's `ctx.signal` aborts too). */
   signal?: AbortSignal;
   /** Deadline relative to now, in milliseconds; it travels to the handler. Infinity = none. */
   timeoutMs?: number;
+  /** Order among calls waiting for a channel, and on a shared pipe (default `normal`). */
   priority?: Priority;
   metadata?: Record<string, string>;
+  /** Safe to run more than once: the retry interceptor may resend it after a retryable failure. */
+  idempotent?: boolean;
 }
 
 const signalsSeen = new WeakSet<AbortSignal>();
@@ -27,24 +31,34 @@ function allowManyCalls(signal: AbortSignal): void {
 }
 
 /**
- * The caller's half of one call: its deadline, its cancellation, and the stream once one is open. Whatever ends
- * the call early (abort, deadline, a consumer that stops reading) resets the stream, which cancels the remote
- * handler within one round trip.
+ * The caller's call, across all its attempts: its deadline and its cancellation. Whatever ends the call early
+ * (abort, deadline, a consumer that stops reading) cancels the attempt in flight, which resets its stream and
+ * so cancels the remote handler within one round trip.
  */
-export class OutboundCall {
+export class OutboundCall implements CallInfo {
   readonly deadline: number | undefined;
-  /** Made only when something needs a signal (a dial): AbortController is costly on the per-call hot path. */
-  private controller: AbortController | undefined;
+  readonly priority: Priority;
+  metadata: Readonly<Record<string, string>>;
+  readonly idempotent: boolean;
+  /** The attempt in flight, which an abort of the whole call cancels. */
+  current: CallControl | undefined;
   private abortedWith: AgentError | undefined;
+  /** Made only when an interceptor waits on it: AbortController is costly on the per-call hot path. */
+  private controller: AbortController | undefined;
   private readonly timer: NodeJS.Timeout | undefined;
-  private framed: FramedStream | undefined;
   private finished = false;
 
   constructor(
+    readonly peer: AgentId,
     readonly method: string,
+    readonly body: unknown,
+    readonly mode: CallMode,
     private readonly options: CallOptions,
     defaultTimeoutMs: number | undefined,
   ) {
+    this.priority = options.priority ?? 'normal';
+    this.metadata = options.metadata ?? EMPTY;
+    this.idempotent = options.idempotent ?? false;
     const timeoutMs = options.timeoutMs ?? defaultTimeoutMs;
     if (timeoutMs !== undefined && timeoutMs !== Number.POSITIVE_INFINITY) {
       if (!Number.isFinite(timeoutMs) || timeoutMs < 0) {
@@ -63,6 +77,14 @@ export class OutboundCall {
     }
   }
 
+  get abortReason(): AgentError | undefined {
+    return this.abortedWith;
+  }
+
+  setMetadata(key: string, value: string): void {
+    this.metadata = { ...this.metadata, [key]: value };
+  }
+
   get signal(): AbortSignal {
     if (!this.controller) {
       this.controller = new AbortController();
@@ -71,60 +93,25 @@ export class OutboundCall {
     return this.controller.signal;
   }
 
-  get aborted(): boolean {
-    return this.abortedWith !== undefined;
-  }
-
   get completed(): boolean {
     return this.finished;
   }
 
-  get priority(): Priority {
-    return this.options.priority ?? 'normal';
-  }
-
-  get metadata(): Record<string, string> {
-    return this.options.metadata ?? {};
-  }
-
-  /** Milliseconds left before the deadline (never negative), or null without one. */
   remainingMs(): number | null {
     return this.deadline === undefined ? null : Math.max(0, this.deadline - Date.now());
   }
 
-  attach(framed: FramedStream): void {
-    this.framed = framed;
-    if (this.abortedWith) this.resetStream(this.abortedWith);
-  }
-
-  /** The call ended as the protocol says: end our side of the stream and stop the timers. */
-  complete(): void {
-    if (this.finished) return;
-    this.finished = true;
-    this.dispose();
-    this.framed?.stream.end().catch(() => undefined);
-  }
-
-  /** Ends the call early; the peer's handler is cancelled with `reason.code`. */
   abort(reason: AgentError): void {
     if (this.finished || this.abortedWith) return;
     this.abortedWith = reason;
     this.controller?.abort(reason);
-    this.resetStream(reason);
+    this.current?.abort(reason);
   }
 
-  /** The error the caller sees for a failure: the abort reason if the call was aborted, else the failure. */
-  fail(error: unknown): AgentError {
-    const failure = this.abortedWith ?? toAgentError(error, 'UNAVAILABLE');
-    if (!this.finished) {
-      this.finished = true;
-      this.resetStream(failure);
-    }
-    this.dispose();
-    return failure;
-  }
-
-  dispose(): void {
+  /** The call reached its end (either way): stop the deadline timer and forget the caller's signal. */
+  finish(): void {
+    if (this.finished) return;
+    this.finished = true;
     clearTimeout(this.timer);
     this.options.signal?.removeEventListener('abort', this.onUserAbort);
   }
@@ -132,12 +119,6 @@ export class OutboundCall {
   private readonly onUserAbort = (): void => {
     if (this.options.signal) this.abort(abortReason(this.options.signal));
   };
-
-  private resetStream(reason: AgentError): void {
-    const framed = this.framed;
-    if (!framed) return;
-    // The cancel frame carries the reason's text; the reset carries its code even if the frame is dropped.
-    framed.send({ type: 'cancel', code: reason.code, message: reason.message }).catch(() => undefined);
-    framed.stream.reset(reason);
-  }
 }
+
+const EMPTY: Readonly<Record<string, string>> = Object.freeze({});

@@ -1,6 +1,7 @@
 import { AgentError } from '../errors.js';
 import type { ChannelStream } from '../channel.js';
 import { ChunkQueue } from '../util/chunk-queue.js';
+import type { Priority } from '../wire/messages.js';
 
 /** What a stream needs from its multiplexer; keeps MuxStream testable and free of pipe details. */
 export interface MuxStreamHost {
@@ -11,6 +12,8 @@ export interface MuxStreamHost {
   sendWindow(id: number, increment: number): void;
   sendFin(id: number): void;
   sendReset(id: number, reason: AgentError): void;
+  /** `stream` has bytes to send but the pipe is congested: wake it, by priority, once there is room. */
+  waitForPipe(stream: MuxStream): void;
   /** Called once the stream needs no more routing: both sides ended, or it was reset. */
   release(id: number): void;
 }
@@ -33,6 +36,10 @@ export class MuxStream implements ChannelStream {
   private failure: AgentError | undefined;
   /** Whether the peer knows this stream: ours are announced by their first frame, the peer's already are. */
   private announced: boolean;
+  /** Order among streams waiting for a congested pipe. */
+  priority: Priority = 'normal';
+  /** Already in the host's queue for the pipe. */
+  waitingForPipe = false;
 
   constructor(
     readonly id: number,
@@ -58,8 +65,12 @@ export class MuxStream implements ChannelStream {
   private async writeInPieces(chunk: Uint8Array): Promise<void> {
     let offset = 0;
     while (offset < chunk.length) {
-      if (this.sendCredit === 0 || this.host.congested) await this.waitForCredit();
+      if (this.sendCredit === 0 || this.host.congested) {
+        if (this.sendCredit > 0) this.host.waitForPipe(this);
+        await this.waitForCredit();
+      }
       if (this.failure) throw this.failure;
+      if (this.sendCredit === 0 || this.host.congested) continue;
       const size = Math.min(this.sendCredit, this.host.maxChunk, chunk.length - offset);
       this.sendCredit -= size;
       this.sendData(chunk.subarray(offset, offset + size));
@@ -119,6 +130,7 @@ export class MuxStream implements ChannelStream {
   fail(reason: AgentError): void {
     if (this.failure) return;
     this.failure = reason;
+    this.waitingForPipe = false;
     this.incoming.fail(reason);
     const waiters = this.creditWaiters;
     this.creditWaiters = [];
@@ -126,9 +138,14 @@ export class MuxStream implements ChannelStream {
     this.host.release(this.id);
   }
 
-  /** The pipe drained: writers blocked on congestion may continue. */
+  setPriority(priority: Priority): void {
+    this.priority = priority;
+  }
+
+  /** Credit arrived or the pipe has room: writers continue (or queue for the pipe if it is still congested). */
   wakeWriters(): void {
-    if (this.creditWaiters.length === 0 || this.sendCredit === 0 || this.host.congested) return;
+    if (this.creditWaiters.length === 0 || this.sendCredit === 0) return;
+    if (this.host.congested) return this.host.waitForPipe(this);
     const waiters = this.creditWaiters;
     this.creditWaiters = [];
     for (const waiter of waiters) waiter.resolve();

@@ -4,6 +4,7 @@ import type { AgentId } from '../identity/agent-id.js';
 import { encodeGoaway, encodeMuxFrame, encodeU32Frame, MUX_HEADER_BYTES, MuxFrameType } from './mux-frame.js';
 import { MuxStream, type MuxStreamHost } from './mux-stream.js';
 import { readU32 } from '../util/bytes.js';
+import { WeightedPriorityQueue } from '../scheduler/priority-queue.js';
 
 /** The one ordered, message-preserving pipe a channel without native streams provides (a WebSocket, a relay). */
 export interface MessagePipe {
@@ -54,6 +55,8 @@ export class MuxedChannel implements Channel, MuxStreamHost {
   private readonly highWaterMark: number;
   private readonly onStream: MuxedChannelInit['onStream'];
   private readonly streams = new Map<number, MuxStream>();
+  /** Streams with bytes to send while the pipe is congested, served by priority as it drains. */
+  private readonly pipeWaiters = new WeightedPriorityQueue<MuxStream>((s) => s.waitingForPipe);
   private nextId: number;
   private inboundCount = 0;
   private closeReason: AgentError | undefined;
@@ -87,13 +90,14 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     return this.pipe.bufferedAmount > this.highWaterMark;
   }
 
-  async openStream(_options?: OpenStreamOptions): Promise<ChannelStream> {
+  async openStream(options?: OpenStreamOptions): Promise<ChannelStream> {
     if (this.closeReason) throw this.closeReason;
     const id = this.nextId;
     if (id > 0xffff_ffff) throw new AgentError('RESOURCE_EXHAUSTED', 'stream ids exhausted on this channel');
     this.nextId += 2;
     // Announced lazily, by its first frame: a call's OPEN and request leave as one message.
     const stream = new MuxStream(id, this, this.window, 'local');
+    if (options?.priority) stream.priority = options.priority;
     this.streams.set(id, stream);
     return stream;
   }
@@ -152,10 +156,19 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     this.shutdown(this.goawayReason ?? reason);
   }
 
-  /** The pipe sent some buffered bytes: wake writers that waited for it to drain. */
+  /**
+   * The pipe sent some buffered bytes: wake writers that waited for it, highest priority first, as many as
+   * the room below the high-water mark holds (one chunk each), so urgent streams' frames enter the pipe first.
+   */
   drained(): void {
-    if (this.congested) return;
-    for (const stream of this.streams.values()) stream.wakeWriters();
+    let room = this.highWaterMark - this.pipe.bufferedAmount;
+    while (room > 0) {
+      const stream = this.pipeWaiters.shift();
+      if (!stream) return;
+      stream.waitingForPipe = false;
+      room -= this.maxChunk;
+      stream.wakeWriters();
+    }
   }
 
   // ---- MuxStreamHost -------------------------------------------------------------------------------------
@@ -174,6 +187,12 @@ export class MuxedChannel implements Channel, MuxStreamHost {
 
   sendReset(id: number, reason: AgentError): void {
     this.send(encodeU32Frame(MuxFrameType.reset, id, errorCodeToNumber(reason.code)));
+  }
+
+  waitForPipe(stream: MuxStream): void {
+    if (stream.waitingForPipe) return;
+    stream.waitingForPipe = true;
+    this.pipeWaiters.push(stream, stream.priority);
   }
 
   release(id: number): void {

@@ -1,0 +1,160 @@
+import { AgentError, toAgentError } from '../errors.js';
+import type { Channel } from '../channel.js';
+import { FramedStream } from '../wire/framed-stream.js';
+import type { WireMessage } from '../wire/messages.js';
+import type { ChannelPool } from './channel-pool.js';
+import type { CallControl, CallHandler, CallInfo, Dispatch } from './interceptor.js';
+import type { OutboundCall } from './outbound-call.js';
+
+export interface AttemptDeps {
+  pool: ChannelPool;
+  maxFrameSize: number;
+}
+
+/** Calls refused unprocessed (HTTP/2 REFUSED_STREAM and the like) are resent at once, this many times. */
+const MAX_TRANSPARENT_RETRIES = 5;
+
+/** The innermost dispatch: one attempt of a call over the network. */
+export function networkDispatch(deps: AttemptDeps): Dispatch {
+  return (call: CallInfo, handler: CallHandler) => void new CallAttempt(deps, call as OutboundCall, handler).run();
+}
+
+/**
+ * One attempt: a slot on a channel (waiting by priority if all are busy), a stream, the request, and every
+ * reply passed to the handler. Never throws: every failure reaches `handler.onError` exactly once.
+ */
+class CallAttempt implements CallControl {
+  private channel: Channel | undefined;
+  private framed: FramedStream | undefined;
+  private controller: AbortController | undefined;
+  private abortedWith: AgentError | undefined;
+  private settled = false;
+
+  constructor(
+    private readonly deps: AttemptDeps,
+    private readonly call: OutboundCall,
+    private readonly handler: CallHandler,
+  ) {}
+
+  abort(reason: AgentError): void {
+    if (this.settled || this.abortedWith) return;
+    this.abortedWith = reason;
+    this.controller?.abort(reason);
+    this.resetStream(reason);
+  }
+
+  async run(): Promise<void> {
+    const { call, handler } = this;
+    call.current = this;
+    handler.onStart?.(this);
+    for (let resend = 0; ; resend++) {
+      try {
+        const reason = this.abortedWith ?? call.abortReason;
+        if (reason) throw reason;
+        await this.open();
+        return await this.receiveReplies();
+      } catch (error) {
+        this.releaseSlot();
+        // A call the peer refused before processing cannot have run: resend it on a fresh stream, within its deadline.
+        if (error instanceof AgentError && error.unprocessed && !this.abortedWith && !call.abortReason && resend < MAX_TRANSPARENT_RETRIES) {
+          this.framed = undefined;
+          await new Promise((resolve) => setTimeout(resolve, resend));
+          continue;
+        }
+        return this.fail(error);
+      }
+    }
+  }
+
+  private async open(): Promise<void> {
+    const { call, deps } = this;
+    this.channel = deps.pool.tryReserve(call.peer) ?? (await deps.pool.reserve(call.peer, call.priority, this.signal()));
+    const stream = await this.channel.openStream({ priority: call.priority });
+    deps.pool.touch(this.channel);
+    this.framed = new FramedStream(stream, deps.maxFrameSize);
+    if (this.abortedWith) this.resetStream(this.abortedWith);
+    await this.framed.send({
+      type: 'request',
+      method: call.method,
+      timeoutMs: call.remainingMs(),
+      priority: call.priority,
+      metadata: call.metadata,
+      body: call.body,
+      mode: call.mode,
+    });
+  }
+
+  private async receiveReplies(): Promise<void> {
+    const framed = this.framed!;
+    for (;;) {
+      const message = await framed.receive();
+      switch (message?.type) {
+        case 'response':
+          this.succeed();
+          this.handler.onResponse?.(message.body);
+          return this.handler.onEnd();
+        case 'item':
+          if (this.call.mode === 'unary') throw this.unexpected(message);
+          {
+            const held = this.handler.onItem?.(message.body);
+            if (held) await held;
+          }
+          break;
+        case 'end':
+          this.succeed();
+          return this.handler.onEnd();
+        case 'error':
+          this.succeed(); // the call ended as the protocol says, with an error
+          return this.finishWith(new AgentError(message.code, message.message, { remote: true }));
+        default:
+          throw this.unexpected(message);
+      }
+    }
+  }
+
+  private unexpected(reply: WireMessage | undefined): AgentError {
+    if (reply === undefined) return new AgentError('UNAVAILABLE', `${this.call.method}: peer ended the stream without a reply`);
+    return new AgentError('PROTOCOL_ERROR', `${this.call.method}: unexpected ${reply.type} from the peer`);
+  }
+
+  /** The call ended as the protocol says: end our side of the stream and free the slot. */
+  private succeed(): void {
+    this.settled = true;
+    this.call.current = undefined;
+    this.framed?.stream.end().catch(() => undefined);
+    this.releaseSlot();
+  }
+
+  private fail(error: unknown): void {
+    const failure = this.abortedWith ?? this.call.abortReason ?? toAgentError(error, 'UNAVAILABLE');
+    this.resetStream(failure);
+    this.settled = true;
+    this.finishWith(failure);
+  }
+
+  private finishWith(error: AgentError): void {
+    if (this.call.current === this) this.call.current = undefined;
+    this.handler.onError(error);
+  }
+
+  private signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.abortedWith) this.controller.abort(this.abortedWith);
+    }
+    return this.controller.signal;
+  }
+
+  private releaseSlot(): void {
+    if (this.channel) this.deps.pool.release(this.channel);
+    this.channel = undefined;
+  }
+
+  private resetStream(reason: AgentError): void {
+    const framed = this.framed;
+    if (!framed || this.settled) return;
+    // The cancel frame carries the reason's text; the reset carries its code even if the frame is dropped.
+    framed.send({ type: 'cancel', code: reason.code, message: reason.message }).catch(() => undefined);
+    framed.stream.reset(reason);
+  }
+}

@@ -1,0 +1,99 @@
+import type { AgentError } from '../errors.js';
+import type { CallHandler } from './interceptor.js';
+
+/** The outermost handler of `send`: settles one promise with the call's result or error. */
+export class UnaryResult<Out> implements CallHandler {
+  readonly promise: Promise<Out>;
+  private resolve!: (value: Out) => void;
+  private reject!: (error: AgentError) => void;
+  private body: unknown;
+
+  constructor() {
+    this.promise = new Promise<Out>((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
+    });
+  }
+
+  onResponse(body: unknown): void {
+    this.body = body;
+  }
+
+  onEnd(): void {
+    this.resolve(this.body as Out);
+  }
+
+  onError(error: AgentError): void {
+    this.reject(error);
+  }
+}
+
+type Pull<Out> = { done: false; value: Out } | { done: true; value: undefined };
+
+/**
+ * The outermost handler of `stream`: hands items to an async generator one at a time. While the consumer has
+ * not taken an item, `onItem` returns a promise, so the network reads no further (backpressure).
+ */
+export class StreamItems<Out> implements CallHandler {
+  private readonly buffered: Out[] = [];
+  private ended = false;
+  private failure: AgentError | undefined;
+  private waiter: { resolve(pull: Pull<Out>): void; reject(error: AgentError): void } | undefined;
+  private release: (() => void) | undefined;
+
+  get finished(): boolean {
+    return this.ended || this.failure !== undefined;
+  }
+
+  onResponse(body: unknown): void {
+    this.onItem(body);
+  }
+
+  onItem(item: unknown): void | Promise<void> {
+    if (this.waiter) {
+      const waiter = this.waiter;
+      this.waiter = undefined;
+      waiter.resolve({ done: false, value: item as Out });
+      return;
+    }
+    this.buffered.push(item as Out);
+    return new Promise<void>((resolve) => (this.release = resolve));
+  }
+
+  onEnd(): void {
+    this.ended = true;
+    this.wake();
+  }
+
+  onError(error: AgentError): void {
+    this.failure = error;
+    this.wake();
+  }
+
+  /** The next item, the end, or the call's error. */
+  next(): Promise<Pull<Out>> {
+    if (this.buffered.length > 0) {
+      const value = this.buffered.shift()!;
+      this.unhold();
+      return Promise.resolve({ done: false, value });
+    }
+    if (this.failure) return Promise.reject(this.failure);
+    if (this.ended) return Promise.resolve({ done: true, value: undefined });
+    return new Promise((resolve, reject) => (this.waiter = { resolve, reject }));
+  }
+
+  /** The consumer left: let a held network read go on (it then sees the reset). */
+  unhold(): void {
+    const release = this.release;
+    this.release = undefined;
+    release?.();
+  }
+
+  private wake(): void {
+    const waiter = this.waiter;
+    if (!waiter) return;
+    this.waiter = undefined;
+    if (this.failure) waiter.reject(this.failure);
+    else waiter.resolve({ done: true, value: undefined });
+  }
+}

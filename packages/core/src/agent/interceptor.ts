@@ -1,0 +1,93 @@
+import type { AgentError } from '../errors.js';
+import type { AgentId } from '../identity/agent-id.js';
+import type { CallMode, Priority } from '../wire/messages.js';
+
+/** What interceptors know about a call. One object per call, shared by all its attempts. */
+export interface CallInfo {
+  /** The peer's AgentId (already resolved from `<AgentId>@<url>`). */
+  readonly peer: AgentId;
+  readonly method: string;
+  readonly body: unknown;
+  readonly mode: CallMode;
+  readonly priority: Priority;
+  readonly metadata: Readonly<Record<string, string>>;
+  /** The caller marked the call safe to run more than once (the retry interceptor retries only these). */
+  readonly idempotent: boolean;
+  /** Epoch milliseconds, or undefined without a deadline. */
+  readonly deadline: number | undefined;
+  /** Why the whole call was aborted (caller's signal, deadline, consumer stopped), once it was. */
+  readonly abortReason: AgentError | undefined;
+  /** Aborts with the reason when the whole call is aborted: for interceptors that wait (backoff, rate limits). */
+  readonly signal: AbortSignal;
+  /** Milliseconds left before the deadline (never negative), or null without one. */
+  remainingMs(): number | null;
+  /** Adds or replaces one metadata entry sent with the request (e.g. a trace id); the caller's object is not changed. */
+  setMetadata(key: string, value: string): void;
+  /** Ends the whole call: the current attempt is cancelled and no interceptor may start another. */
+  abort(reason: AgentError): void;
+}
+
+/** Handed to `onStart` of each attempt: cancels that attempt only (a retry may follow). */
+export interface CallControl {
+  abort(reason: AgentError): void;
+}
+
+/**
+ * The lifecycle of one dispatched call, in a fixed order (the undici model): `onStart` once, then either
+ * `onResponse` (unary result) or any number of `onItem` (stream items), then exactly one of `onEnd` or `onError`.
+ * Returning a promise from `onItem` holds the next item until it settles: that is the backpressure.
+ */
+export interface CallHandler {
+  onStart?(control: CallControl): void;
+  onResponse?(body: unknown): void;
+  onItem?(item: unknown): void | Promise<void>;
+  onEnd(): void;
+  onError(error: AgentError): void;
+}
+
+/** Sends one call and reports its lifecycle to `handler`. */
+export type Dispatch = (call: CallInfo, handler: CallHandler) => void;
+
+/**
+ * Wraps a dispatch: interceptors compose outside-in, the first in the agent's list seeing calls first. An
+ * interceptor passes the same `call` on (it is one object for the whole call) and may wrap the handler.
+ */
+export type Interceptor = (dispatch: Dispatch) => Dispatch;
+
+/** Builds the dispatch chain: `interceptors[0]` outermost, `terminal` (the network) innermost. */
+export function composeInterceptors(interceptors: readonly Interceptor[], terminal: Dispatch): Dispatch {
+  return interceptors.reduceRight<Dispatch>((next, interceptor) => interceptor(next), terminal);
+}
+
+export type HandlerTaps = Partial<Pick<CallHandler, 'onStart' | 'onResponse' | 'onEnd' | 'onError'>> & {
+  onItem?(item: unknown): void;
+};
+
+/**
+ * A handler that runs `taps` before passing each event on to `handler` unchanged: the shape of most
+ * observing interceptors (metrics, logging, breakers). Taps must not throw.
+ */
+export function tapHandler(handler: CallHandler, taps: HandlerTaps): CallHandler {
+  return {
+    onStart(control) {
+      taps.onStart?.(control);
+      handler.onStart?.(control);
+    },
+    onResponse(body) {
+      taps.onResponse?.(body);
+      handler.onResponse?.(body);
+    },
+    onItem(item) {
+      taps.onItem?.(item);
+      return handler.onItem?.(item);
+    },
+    onEnd() {
+      taps.onEnd?.();
+      handler.onEnd();
+    },
+    onError(error) {
+      taps.onError?.(error);
+      handler.onError(error);
+    },
+  };
+}

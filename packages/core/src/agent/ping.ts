@@ -1,0 +1,29 @@
+import { randomInt } from 'node:crypto';
+import { AgentError } from '../errors.js';
+import type { Channel } from '../channel.js';
+import { FramedStream } from '../wire/framed-stream.js';
+
+/** One ping/pong over its own stream on `channel`; resolves with the round trip in milliseconds. */
+export async function pingChannel(channel: Channel, maxFrameSize: number, timeoutMs: number, signal?: AbortSignal): Promise<number> {
+  const framed = new FramedStream(await channel.openStream({ priority: 'critical' }), maxFrameSize);
+  const fail = (reason: AgentError): void => framed.stream.reset(reason);
+  const timer = setTimeout(() => fail(new AgentError('DEADLINE_EXCEEDED', `no pong within ${timeoutMs} ms`)), timeoutMs);
+  const onAbort = (): void => fail(signal!.reason as AgentError);
+  signal?.addEventListener('abort', onAbort, { once: true });
+  try {
+    const started = performance.now();
+    const nonce = randomInt(2 ** 31);
+    await framed.send({ type: 'ping', nonce });
+    const reply = await framed.receive();
+    if (reply?.type !== 'pong' || reply.nonce !== nonce) throw new AgentError('PROTOCOL_ERROR', 'bad pong');
+    const rtt = performance.now() - started;
+    await framed.stream.end().catch(() => undefined);
+    return rtt;
+  } catch (error) {
+    framed.stream.reset(error instanceof AgentError ? error : new AgentError('UNAVAILABLE', String(error)));
+    throw error;
+  } finally {
+    clearTimeout(timer);
+    signal?.removeEventListener('abort', onAbort);
+  }
+}

@@ -1,0 +1,21 @@
+import diagnostics from 'node:diagnostics_channel';
+
+/**
+ * agentlink's diagnostics_channel events (the undici model): subscribe with
+ * `diagnostics_channel.subscribe('agentlink:call:end', (message) => …)`. Publishing costs nothing while no one
+ * subscribes. Messages are plain objects; their fields are documented in docs/architecture.md.
+ */
+export const diagnosticChannels = {
+  /** `{ call }` when a call is dispatched (before interceptors). */
+  callStart: diagnostics.channel('agentlink:call:start'),
+  /** `{ call, durationMs }` when a call completed. */
+  callEnd: diagnostics.channel('agentlink:call:end'),
+  /** `{ call, error, durationMs }` when a call failed. */
+  callError: diagnostics.channel('agentlink:call:error'),
+  /** `{ channel }` when the pool gained a channel (dialled or accepted). */
+  channelOpen: diagnostics.channel('agentlink:channel:open'),
+  /** `{ channel, reason }` when a channel closed. */
+  channelClose: diagnostics.channel('agentlink:channel:close'),
+  /** `{ peer, from, to }` when a circuit breaker changes state. */
+  breakerState: diagnostics.channel('agentlink:breaker:state'),
+} as const;

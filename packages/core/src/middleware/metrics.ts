@@ -1,0 +1,137 @@
+import type { Interceptor } from '../agent/interceptor.js';
+import type { PoolStats } from '../agent/channel-pool.js';
+
+/** Upper bounds of the latency histogram's buckets, in seconds (Prometheus convention). */
+export const LATENCY_BUCKETS_SECONDS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+/** Distinct method labels kept; calls to further methods are counted under `method="other"`. */
+const MAX_METHODS = 500;
+
+class MethodMetrics {
+  readonly outcomes = new Map<string, number>();
+  /** Non-cumulative counts per bucket; the last slot is +Inf. */
+  readonly buckets = new Array<number>(LATENCY_BUCKETS_SECONDS.length + 1).fill(0);
+  durationSum = 0;
+  items = 0;
+
+  record(outcome: string, seconds: number): void {
+    this.outcomes.set(outcome, (this.outcomes.get(outcome) ?? 0) + 1);
+    let i = 0;
+    while (i < LATENCY_BUCKETS_SECONDS.length && seconds > LATENCY_BUCKETS_SECONDS[i]!) i++;
+    this.buckets[i]!++;
+    this.durationSum += seconds;
+  }
+}
+
+export interface MetricsSnapshot {
+  inFlight: number;
+  methods: Record<string, { outcomes: Record<string, number>; items: number; count: number; durationSumSeconds: number }>;
+}
+
+/** Where gauges of the pool come from: an Agent (its `stats()`). */
+export interface PoolStatsSource {
+  stats(): PoolStats;
+}
+
+/**
+ * Call metrics: calls by method and outcome (`OK` or the error code), latency histograms, stream items and calls
+ * in flight; with an agent given to `prometheus()`, also its queue depth by priority and channels by kind.
+ * Install `metrics.interceptor` on the agent; read `snapshot()` or serve `prometheus()` on `/metrics`.
+ */
+export class CallMetrics {
+  readonly interceptor: Interceptor;
+  private readonly methods = new Map<string, MethodMetrics>();
+  private inFlight = 0;
+
+  constructor() {
+    this.interceptor = (dispatch) => (call, handler) => {
+      const metrics = this.method(call.method);
+      const started = performance.now();
+      this.inFlight++;
+      let done = false;
+      const finish = (outcome: string): void => {
+        if (done) return;
+        done = true;
+        this.inFlight--;
+        metrics.record(outcome, (performance.now() - started) / 1000);
+      };
+      dispatch(call, {
+        onStart: (control) => handler.onStart?.(control),
+        onResponse: (body) => handler.onResponse?.(body),
+        onItem: (item) => {
+          metrics.items++;
+          return handler.onItem?.(item);
+        },
+        onEnd: () => {
+          finish('OK');
+          handler.onEnd();
+        },
+        onError: (error) => {
+          finish(error.code);
+          handler.onError(error);
+        },
+      });
+    };
+  }
+
+  snapshot(): MetricsSnapshot {
+    const methods: MetricsSnapshot['methods'] = {};
+    for (const [name, m] of this.methods) {
+      const outcomes = Object.fromEntries(m.outcomes);
+      const count = [...m.outcomes.values()].reduce((a, b) => a + b, 0);
+      methods[name] = { outcomes, items: m.items, count, durationSumSeconds: m.durationSum };
+    }
+    return { inFlight: this.inFlight, methods };
+  }
+
+  /** The Prometheus text exposition format (version 0.0.4). */
+  prometheus(pool?: PoolStatsSource): string {
+    const lines: string[] = [];
+    const family = (name: string, type: string, help: string): void => {
+      lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+    };
+    family('agentlink_calls_total', 'counter', 'Outgoing calls that ended, by method and outcome (OK or error code).');
+    for (const [method, m] of this.methods) {
+      for (const [code, n] of m.outcomes) lines.push(`agentlink_calls_total{method=${label(method)},code="${code}"} ${n}`);
+    }
+    family('agentlink_call_duration_seconds', 'histogram', 'Latency of outgoing calls, from dispatch to end.');
+    for (const [method, m] of this.methods) {
+      let cumulative = 0;
+      LATENCY_BUCKETS_SECONDS.forEach((le, i) => {
+        cumulative += m.buckets[i]!;
+        lines.push(`agentlink_call_duration_seconds_bucket{method=${label(method)},le="${le}"} ${cumulative}`);
+      });
+      cumulative += m.buckets[LATENCY_BUCKETS_SECONDS.length]!;
+      lines.push(`agentlink_call_duration_seconds_bucket{method=${label(method)},le="+Inf"} ${cumulative}`);
+      lines.push(`agentlink_call_duration_seconds_sum{method=${label(method)}} ${m.durationSum}`);
+      lines.push(`agentlink_call_duration_seconds_count{method=${label(method)}} ${cumulative}`);
+    }
+    family('agentlink_stream_items_total', 'counter', 'Stream items received, by method.');
+    for (const [method, m] of this.methods) lines.push(`agentlink_stream_items_total{method=${label(method)}} ${m.items}`);
+    family('agentlink_calls_in_flight', 'gauge', 'Outgoing calls dispatched and not yet ended.');
+    lines.push(`agentlink_calls_in_flight ${this.inFlight}`);
+    if (pool) {
+      const stats = pool.stats();
+      family('agentlink_pending_calls', 'gauge', 'Calls waiting for channel capacity, by priority.');
+      for (const [priority, n] of Object.entries(stats.pendingCalls)) lines.push(`agentlink_pending_calls{priority="${priority}"} ${n}`);
+      family('agentlink_channels', 'gauge', 'Open channels, by kind.');
+      for (const [kind, n] of Object.entries(stats.channelsByKind)) lines.push(`agentlink_channels{kind=${label(kind)}} ${n}`);
+    }
+    return `${lines.join('\n')}\n`;
+  }
+
+  private method(name: string): MethodMetrics {
+    let metrics = this.methods.get(name);
+    if (!metrics) {
+      const key = this.methods.size >= MAX_METHODS ? 'other' : name;
+      metrics = this.methods.get(key) ?? new MethodMetrics();
+      this.methods.set(key, metrics);
+    }
+    return metrics;
+  }
+}
+
+/** A label value, quoted and escaped as the exposition format requires. */
+function label(value: string): string {
+  return `"${value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`;
+}

@@ -244,6 +244,24 @@ export function runConformanceSuite(target: ConformanceTarget): void {
       expect(replies).toEqual(Array.from({ length: 100 }, (_, i) => i));
     });
 
+    it('every finished call frees its stream on both sides: unary, stream, error, refused and cancelled', async () => {
+      const caller = await createAgent({ channels: [dialer()] });
+      try {
+        await caller.send(address, 'echo', 1);
+        for await (const _ of caller.stream(address, 'tokens', { count: 3 }));
+        for await (const _ of caller.stream(address, 'tokens', { count: 100, delayMs: 5 })) break;
+        await rejection(caller.send(address, 'throw', 'boom'));
+        await rejection(caller.send(address, 'no-such-method'));
+        const [channel] = caller.channels(server.id);
+        const serverSide = () => server.channels(caller.id).reduce((n, c) => n + c.activeStreams, 0);
+        for (let i = 0; i < 40 && (channel!.activeStreams > 0 || serverSide() > 0); i++) await sleep(25);
+        expect(channel!.activeStreams).toBe(0);
+        expect(serverSide()).toBe(0);
+      } finally {
+        await caller.close();
+      }
+    });
+
     it('the serving agent can call the caller back over the same channel', async () => {
       expect(await client.send(address, 'call-back', 'ping-pong')).toBe('ping-pong');
       expect(server.channels(client.id)).toHaveLength(1);

@@ -121,7 +121,13 @@ class CallAttempt implements CallControl {
   private succeed(): void {
     this.settled = true;
     this.call.current = undefined;
-    this.framed?.stream.end().catch(() => undefined);
+    const stream = this.framed?.stream;
+    if (stream) {
+      stream.end().catch(() => undefined);
+      // The peer ends its side right after its last message; reading that end lets transports that track a
+      // stream until both ends are seen (QUIC) release it now rather than at the channel's close.
+      stream.read().catch(() => undefined);
+    }
     this.releaseSlot();
   }
 

@@ -42,6 +42,7 @@ class InboundCall {
   private abortedWith: AgentError | undefined;
   private timer: NodeJS.Timeout | undefined;
   private replied = false;
+  private watching = false;
 
   constructor(
     private readonly framed: FramedStream,
@@ -125,6 +126,7 @@ class InboundCall {
 
   /** After the request the caller sends nothing until it is done; anything else means it gave up. */
   private async watchCaller(): Promise<void> {
+    this.watching = true;
     try {
       for (;;) {
         const message = await this.framed.receive();
@@ -168,6 +170,8 @@ class InboundCall {
     try {
       await this.framed.send({ type: 'error', code: error.code, message: error.message });
       await this.framed.stream.end();
+      // Refused before the handler ran, nothing read the caller's end yet: read it, so QUIC frees the stream.
+      if (!this.watching) await this.framed.stream.read();
     } catch {
       this.framed.stream.reset(error);
     }

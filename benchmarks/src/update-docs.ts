@@ -19,6 +19,15 @@ const agentbench = execFileSync(process.execPath, ['--conditions=source', '--imp
 });
 const seconds = Math.round((Date.now() - started) / 1000);
 
+/** The pool/middleware figures come from the built packages (see middleware-overhead.ts for why). */
+const fromDist = (script: string): string =>
+  execFileSync(process.execPath, ['--import', 'tsx', fileURLToPath(new URL(script, import.meta.url))], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  }).trim();
+const middleware = fromDist('./middleware-overhead.ts');
+const priority = fromDist('./priority-latency.ts');
+
 const bench = buildSuite();
 await bench.run();
 const micro = [
@@ -37,6 +46,14 @@ ${agentbench.trim()}
 ### Micro suite (tinybench, \`pnpm bench\`)
 
 ${micro}
+
+### Middleware overhead (tinybench, \`pnpm --filter @agentlink/benchmarks middleware\`)
+
+${middleware}
+
+### Critical calls behind a low-priority backlog (\`pnpm --filter @agentlink/benchmarks priority\`)
+
+${priority}
 <!-- results:end -->`;
 
 const current = readFileSync(doc, 'utf8');

@@ -28,11 +28,17 @@ export class UnaryResult<Out> implements CallHandler {
   }
 }
 
+/**
+ * Items taken from the network before the consumer asks for them. A few keep the network read going while the
+ * consumer's loop body runs (tokens arrive in bursts); more would weaken backpressure.
+ */
+const READ_AHEAD_ITEMS = 8;
+
 type Pull<Out> = { done: false; value: Out } | { done: true; value: undefined };
 
 /**
- * The outermost handler of `stream`: hands items to an async generator one at a time. While the consumer has
- * not taken an item, `onItem` returns a promise, so the network reads no further (backpressure).
+ * The outermost handler of `stream`: hands items to an async generator. Once the consumer is
+ * `READ_AHEAD_ITEMS` behind, `onItem` returns a promise, so the network reads no further (backpressure).
  */
 export class StreamItems<Out> implements CallHandler {
   private readonly buffered: Out[] = [];
@@ -57,6 +63,7 @@ export class StreamItems<Out> implements CallHandler {
       return;
     }
     this.buffered.push(item as Out);
+    if (this.buffered.length < READ_AHEAD_ITEMS) return;
     return new Promise<void>((resolve) => (this.release = resolve));
   }
 
@@ -74,7 +81,7 @@ export class StreamItems<Out> implements CallHandler {
   next(): Promise<Pull<Out>> {
     if (this.buffered.length > 0) {
       const value = this.buffered.shift()!;
-      this.unhold();
+      if (this.buffered.length < READ_AHEAD_ITEMS) this.unhold();
       return Promise.resolve({ done: false, value });
     }
     if (this.failure) return Promise.reject(this.failure);

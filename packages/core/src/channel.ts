@@ -38,8 +38,13 @@ export interface OpenStreamOptions {
   signal?: AbortSignal;
 }
 
+/** How a channel reaches its peer: straight to a listening address, through a punched NAT, or via a relay. */
+export type ChannelPath = 'direct' | 'punched' | 'relay';
+
 export interface Channel {
   readonly kind: ChannelKind;
+  /** Set by whoever made the channel when it is not a plain direct one (NAT traversal); direct when absent. */
+  path?: ChannelPath;
   /** The authenticated peer: the key it proved during the handshake. */
   readonly peer: AgentId;
   readonly remoteAddress: string;

@@ -17,6 +17,7 @@ export const ERROR_CODES = {
   RESOURCE_EXHAUSTED: 10,
   INVALID_KEY_FILE: 11,
   CLOSED: 12,
+  NOT_FOUND: 13,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -9,6 +9,7 @@ export type { PeerCertificateSource, TlsCredentials } from './identity/certifica
 export type {
   Channel,
   ChannelKind,
+  ChannelPath,
   ChannelStream,
   DialContext,
   ListenContext,
@@ -26,9 +27,10 @@ export { FramedStream } from './wire/framed-stream.js';
 export { MessageType, PRIORITIES } from './wire/messages.js';
 export type { CallMode, Priority, WireMessage } from './wire/messages.js';
 export { Agent, createAgent } from './agent/agent.js';
-export type { AgentOptions } from './agent/agent.js';
+export type { AgentOptions, PathInfo } from './agent/agent.js';
+export type { AgentPlugin } from './agent/plugin.js';
 export type { CallOptions } from './agent/outbound-call.js';
-export type { CallContext, StreamHandler, UnaryHandler } from './agent/handlers.js';
+export type { CallContext, StreamHandler, TunnelHandler, UnaryHandler } from './agent/handlers.js';
 export { formatPeerAddress, parsePeerReference } from './agent/peer-address.js';
 export type { PeerReference } from './agent/peer-address.js';
 export { abortReason, raceSignal } from './util/abort.js';
@@ -45,6 +47,7 @@ export type { TimeoutOptions } from './middleware/timeout.js';
 export { CircuitBreaker, circuitBreaker } from './middleware/circuit-breaker.js';
 export type { BreakerState, BreakerStateChange, CircuitBreakerOptions } from './middleware/circuit-breaker.js';
 export { rateLimit } from './middleware/rate-limit.js';
+export { TokenBucket } from './middleware/token-bucket.js';
 export type { BucketOptions, RateLimitOptions } from './middleware/rate-limit.js';
 export { CallMetrics, LATENCY_BUCKETS_SECONDS } from './middleware/metrics.js';
 export type { MetricsSnapshot, PoolStatsSource } from './middleware/metrics.js';

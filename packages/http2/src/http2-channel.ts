@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ClientHttp2Session, Http2Session, Http2Stream, ServerHttp2Session } from 'node:http2';
-import { AgentError, muxOverStream, type AgentId, type Channel, type ChannelStream, type MuxedChannel, type OpenStreamOptions } from '@agentlink/core';
+import { AgentError, muxOverStream, type AgentId, type Channel, type ChannelPath, type ChannelStream, type MuxedChannel, type OpenStreamOptions } from '@agentlink/core';
 import { Http2ChannelStream } from './http2-stream.js';
 import { fromHttp2Code, toHttp2Code } from './reset-codes.js';
 
@@ -19,6 +19,7 @@ const STREAM_LIMIT_MARGIN = 0.2;
  */
 export class Http2Channel implements Channel {
   readonly kind = 'http2';
+  path?: ChannelPath;
   readonly closed: Promise<AgentError>;
   private closeReason: AgentError | undefined;
   private draining: AgentError | undefined;

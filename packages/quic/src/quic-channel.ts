@@ -1,4 +1,4 @@
-import { AgentError, errorCodeToNumber, type AgentId, type Channel, type ChannelStream, type OpenStreamOptions } from '@agentlink/core';
+import { AgentError, errorCodeToNumber, type AgentId, type Channel, type ChannelPath, type ChannelStream, type OpenStreamOptions } from '@agentlink/core';
 import { fromNative } from './native-errors.js';
 import type { NativeConnection, NativeStream } from './native.js';
 import { QuicChannelStream } from './quic-stream.js';
@@ -6,6 +6,7 @@ import { QuicChannelStream } from './quic-stream.js';
 /** A QUIC connection as a Channel: streams map 1:1 to QUIC streams (no head-of-line blocking between calls). */
 export class QuicChannel implements Channel {
   readonly kind = 'quic';
+  path?: ChannelPath;
   readonly remoteAddress: string;
   readonly closed: Promise<AgentError>;
   private closeReason: AgentError | undefined;

@@ -26,6 +26,8 @@ export interface WebSocketOptions {
   maxPayload?: number;
   /** Per-stream flow control of the multiplexer. */
   mux?: MuxOptions;
+  /** Local address outgoing connections bind to (the interface to dial from). */
+  localAddress?: string;
 }
 
 const DEFAULT_PATH = '/agentlink';
@@ -103,6 +105,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
           rejectUnauthorized: false,
           maxPayload,
           perMessageDeflate: false,
+          localAddress: options.localAddress,
         });
         let settled = false;
         const fail = (error: AgentError): void => {

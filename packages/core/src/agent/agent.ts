@@ -1,5 +1,5 @@
 import { AgentError } from '../errors.js';
-import type { Channel, ChannelStream, Listener, Transport, TransportContext } from '../channel.js';
+import type { Channel, ChannelPath, ChannelStream, ListenContext, Listener, Transport, TransportContext } from '../channel.js';
 import { diagnosticChannels } from '../diagnostics.js';
 import type { AgentId } from '../identity/agent-id.js';
 import { selfSignedCertificate } from '../identity/certificate.js';
@@ -16,6 +16,9 @@ import { OutboundCall, type CallOptions } from './outbound-call.js';
 import { AddressBook, formatPeerAddress, parsePeerReference } from './peer-address.js';
 import { PeerDialer } from './peer-dialer.js';
 import { pingChannel } from './ping.js';
+import type { AgentPlugin } from './plugin.js';
+import { openTunnel } from './tunnel.js';
+import type { TunnelHandler } from './handlers.js';
 
 const RESOLVED_PEER_CACHE = 4096;
 
@@ -34,6 +37,17 @@ export interface AgentOptions extends PoolLimits {
   connectTimeoutMs?: number;
   /** Wrap every outgoing call, first = outermost: e.g. `[metrics.interceptor, retry(), circuitBreaker()]`. */
   interceptors?: readonly Interceptor[];
+  /** Other ways to reach peers, e.g. `reach({ rendezvous })` from `@agentlink/nat`. */
+  plugins?: readonly AgentPlugin[];
+}
+
+/** The path new calls to a peer take now. */
+export interface PathInfo {
+  path: ChannelPath;
+  kind: string;
+  remoteAddress: string;
+  /** Round trip measured now over that channel, in milliseconds. */
+  rttMs: number;
 }
 
 /**
@@ -61,6 +75,7 @@ export class Agent {
       addresses: this.addressBook,
       context: this.transportContext(),
       connectTimeoutMs: options.connectTimeoutMs,
+      connectors: (options.plugins ?? []).flatMap((p) => (p.connect ? [(peer: AgentId, signal: AbortSignal) => p.connect!(peer, signal)] : [])),
     });
     this.pool = new ChannelPool({
       ...options,
@@ -76,9 +91,10 @@ export class Agent {
   static async create(options: AgentOptions): Promise<Agent> {
     if (options.channels.length === 0) throw new AgentError('INVALID_ARGUMENT', 'an agent needs at least one channel');
     const agent = new Agent(options);
-    const context = { ...agent.transportContext(), onChannel: (channel: Channel) => agent.pool.add(channel) };
+    const context: ListenContext = { ...agent.transportContext(), onChannel: (channel: Channel) => agent.pool.add(channel) };
     try {
       for (const transport of options.channels) agent.listeners.push(await transport.listen(context));
+      for (const plugin of options.plugins ?? []) await plugin.start?.(agent, context);
     } catch (error) {
       await agent.close();
       throw error;
@@ -105,6 +121,40 @@ export class Agent {
   handleStream<In = any, Out = unknown>(method: string, handler: StreamHandler<In, Out>): this {
     this.handlers.set(method, { kind: 'stream', handler });
     return this;
+  }
+
+  /**
+   * Serves `method` as a tunnel: the handler accepts (or throws to refuse) and then owns a raw byte stream to
+   * the caller, e.g. to relay it. Callers open one with `openTunnel`.
+   */
+  handleTunnel<In = any>(method: string, handler: TunnelHandler<In>): this {
+    this.handlers.set(method, { kind: 'tunnel', handler });
+    return this;
+  }
+
+  /**
+   * Opens a raw byte stream to `peer`'s tunnel handler for `method`; resolves once the handler accepted, with
+   * what it answered. Tunnels do not pass through interceptors; `timeoutMs` and `signal` bound the opening.
+   */
+  async openTunnel(peer: string, method: string, body?: unknown, options: CallOptions = {}): Promise<{ stream: ChannelStream; accepted: unknown }> {
+    const call = this.newCall(peer, method, body, 'tunnel', options, this.defaultTimeoutMs);
+    try {
+      return await openTunnel(this.pool, call, this.maxFrameSize);
+    } finally {
+      call.finish();
+    }
+  }
+
+  /** Which path new calls to `peer` take (direct, punched or relay), over which channel kind, and its RTT now. */
+  async pathTo(peer: string, options: Pick<CallOptions, 'signal' | 'timeoutMs'> = {}): Promise<PathInfo> {
+    const id = this.resolvePeer(peer);
+    let channel = this.pool.preferred(id);
+    if (!channel) {
+      channel = await this.pool.reserve(id, 'critical', options.signal);
+      this.pool.release(channel);
+    }
+    const rttMs = await pingChannel(channel, this.maxFrameSize, options.timeoutMs ?? this.defaultTimeoutMs, options.signal);
+    return { path: channel.path ?? 'direct', kind: channel.kind, remoteAddress: channel.remoteAddress, rttMs };
   }
 
   /** Remembers where a peer can be reached (`<AgentId>@<url>`); returns its AgentId. */
@@ -175,6 +225,7 @@ export class Agent {
   async close(): Promise<void> {
     if (this.closedReason) return;
     this.closedReason = new AgentError('CLOSED', 'agent closed');
+    await Promise.all((this.options.plugins ?? []).map((p) => p.close?.()));
     // Channels first, so calls in flight fail with CLOSED (not with whatever a listener's teardown causes).
     await this.pool.close(this.closedReason);
     const listeners = this.listeners;

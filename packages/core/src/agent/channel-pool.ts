@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import { AgentError } from '../errors.js';
-import type { Channel } from '../channel.js';
+import type { Channel, ChannelPath } from '../channel.js';
 import { diagnosticChannels } from '../diagnostics.js';
 import type { AgentId } from '../identity/agent-id.js';
 import { WeightedPriorityQueue } from '../scheduler/priority-queue.js';
@@ -34,6 +34,7 @@ export interface ChannelPoolOptions extends PoolLimits {
 export interface ChannelStats {
   peer: AgentId;
   kind: string;
+  path: ChannelPath;
   initiator: 'local' | 'remote';
   calls: number;
   rttMs: number | undefined;
@@ -77,6 +78,8 @@ const DEFAULTS = {
   idleTimeoutMs: 5 * 60_000,
   healthCheckIntervalMs: 30_000,
 };
+/** Ranks any direct channel with room above every relayed one. */
+const RELAY_PENALTY = 2 ** 30;
 /** How often a retired channel is checked for having no streams left. */
 const RETIRE_CHECK_MS = 200;
 
@@ -171,8 +174,15 @@ export class ChannelPool {
     if (diagnosticChannels.channelOpen.hasSubscribers) diagnosticChannels.channelOpen.publish({ channel });
     void channel.closed.then((reason) => this.removed(channel, peerState, reason));
     this.settleCrossedDials(channel, peerState);
+    if (channel.path !== 'relay') this.retireRelays(peerState);
     this.startTimers();
     this.serveQueue(peerState);
+  }
+
+  /** The channel a new call to `peer` would take now, if any is open. */
+  preferred(peer: AgentId): Channel | undefined {
+    const peerState = this.peers.get(peer);
+    return peerState && this.freeChannel(peerState);
   }
 
   list(peer?: AgentId): Channel[] {
@@ -185,7 +195,7 @@ export class ChannelPool {
     const channels: ChannelStats[] = [];
     for (const [channel, state] of this.state) {
       channelsByKind[channel.kind] = (channelsByKind[channel.kind] ?? 0) + 1;
-      channels.push({ peer: channel.peer, kind: channel.kind, initiator: channel.initiator, calls: state.calls, rttMs: state.rttMs });
+      channels.push({ peer: channel.peer, kind: channel.kind, path: channel.path ?? 'direct', initiator: channel.initiator, calls: state.calls, rttMs: state.rttMs });
     }
     return { channels, channelsByKind, pendingCalls: { ...this.pendingByPriority } };
   }
@@ -215,17 +225,18 @@ export class ChannelPool {
     return Math.min(this.limits.maxCallsPerChannel, channel.streamLimit ?? Number.POSITIVE_INFINITY);
   }
 
-  /** The usable channel with the most free slots, if any has one. */
+  /** The usable channel with the most free slots, if any has one; a relayed one only when no other has room. */
   private freeChannel(peerState: PeerState): Channel | undefined {
     let best: Channel | undefined;
-    let bestFree = 0;
+    let bestScore = 0;
     for (const channel of peerState.channels) {
       const state = this.state.get(channel)!;
       if (channel.isClosed || state.retired) continue;
       const free = this.capacity(channel) - state.calls;
-      if (free > bestFree) {
+      const score = free <= 0 ? 0 : channel.path === 'relay' ? free : free + RELAY_PENALTY;
+      if (score > bestScore) {
         best = channel;
-        bestFree = free;
+        bestScore = score;
       }
     }
     return best;
@@ -336,6 +347,11 @@ export class ChannelPool {
     }
   }
 
+  /** A direct path came up: new calls take it, and relayed channels close once their calls have finished. */
+  private retireRelays(peerState: PeerState): void {
+    for (const channel of peerState.channels) if (channel.path === 'relay' && !channel.isClosed) this.retire(channel);
+  }
+
   private retire(channel: Channel): void {
     this.state.get(channel)!.retired = true;
     this.retireTimer ??= setInterval(() => {
@@ -343,7 +359,7 @@ export class ChannelPool {
       for (const [c, state] of this.state) {
         if (!state.retired) continue;
         retired++;
-        if (c.activeStreams === 0) void c.close(new AgentError('CLOSED', 'duplicate channel: keeping the one the lower AgentId dialled'));
+        if (c.activeStreams === 0) void c.close(new AgentError('CLOSED', 'retired: another channel to the peer took over (crossed dial or a direct path)'));
       }
       if (retired === 0) {
         clearInterval(this.retireTimer);

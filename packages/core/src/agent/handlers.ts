@@ -1,3 +1,4 @@
+import type { ChannelStream } from '../channel.js';
 import type { AgentId } from '../identity/agent-id.js';
 import type { Priority } from '../wire/messages.js';
 
@@ -5,6 +6,8 @@ import type { Priority } from '../wire/messages.js';
 export interface CallContext {
   /** The caller, authenticated by its key. */
   readonly peer: AgentId;
+  /** The caller's network address as this channel sees it (`ip:port`, or a relay's description). */
+  readonly remoteAddress: string;
   readonly method: string;
   /** Aborts when the caller cancels, the deadline passes, or the channel drops; `reason` is an AgentError. */
   readonly signal: AbortSignal;
@@ -17,4 +20,16 @@ export interface CallContext {
 export type UnaryHandler<In = any, Out = unknown> = (body: In, context: CallContext) => Out | Promise<Out>;
 export type StreamHandler<In = any, Out = unknown> = (body: In, context: CallContext) => AsyncIterable<Out>;
 
-export type HandlerEntry = { kind: 'unary'; handler: UnaryHandler } | { kind: 'stream'; handler: StreamHandler };
+/**
+ * Owns a raw byte stream once the call is accepted: returns the `response` body sent to the caller before
+ * the bytes start (throw to refuse), and a function given the stream right after it. A relay pipes it on.
+ */
+export type TunnelHandler<In = any> = (
+  body: In,
+  context: CallContext,
+) => Promise<{ accept?: unknown; onOpen(stream: ChannelStream): void }> | { accept?: unknown; onOpen(stream: ChannelStream): void };
+
+export type HandlerEntry =
+  | { kind: 'unary'; handler: UnaryHandler }
+  | { kind: 'stream'; handler: StreamHandler }
+  | { kind: 'tunnel'; handler: TunnelHandler };

@@ -3,7 +3,7 @@ import type { Channel, ChannelStream } from '../channel.js';
 import { FramedStream } from '../wire/framed-stream.js';
 import type { WireMessage } from '../wire/messages.js';
 import { deadlineTimer } from '../util/timer.js';
-import type { CallContext, HandlerEntry } from './handlers.js';
+import type { CallContext, HandlerEntry, TunnelHandler } from './handlers.js';
 
 type Request = Extract<WireMessage, { type: 'request' }>;
 
@@ -58,6 +58,10 @@ class InboundCall {
     if (entry.kind === 'stream' && request.mode === 'unary') {
       return this.replyError(new AgentError('INVALID_ARGUMENT', `"${request.method}" streams: call it with agent.stream()`));
     }
+    if ((entry.kind === 'tunnel') !== (request.mode === 'tunnel')) {
+      const how = entry.kind === 'tunnel' ? 'agent.openTunnel()' : 'send() or stream()';
+      return this.replyError(new AgentError('INVALID_ARGUMENT', `"${request.method}" is called with ${how}`));
+    }
     const deadline = request.timeoutMs === null ? undefined : Date.now() + request.timeoutMs;
     if (request.timeoutMs !== null) {
       const ms = request.timeoutMs;
@@ -65,10 +69,11 @@ class InboundCall {
     }
     // The reply travels at the caller's priority, where the transport can order streams.
     if (request.priority !== 'normal') this.framed.stream.setPriority?.(request.priority);
-    void this.watchCaller();
+    if (entry.kind !== 'tunnel') void this.watchCaller(); // a tunnel's bytes are its handler's to read
     const call = this;
     const context: CallContext = {
       peer: this.channel.peer,
+      remoteAddress: this.channel.remoteAddress,
       method: request.method,
       get signal() {
         return call.signal;
@@ -78,6 +83,7 @@ class InboundCall {
       metadata: request.metadata,
     };
     try {
+      if (entry.kind === 'tunnel') return await this.openTunnel(entry.handler, context);
       if (entry.kind === 'unary') {
         const body = await entry.handler(request.body, context);
         this.checkNotAborted();
@@ -96,6 +102,17 @@ class InboundCall {
     } finally {
       clearTimeout(this.timer);
     }
+  }
+
+  /** Accepts a tunnel: the `response` frame, then the raw stream is the handler's. */
+  private async openTunnel(handler: TunnelHandler, context: CallContext): Promise<void> {
+    const { accept, onOpen } = await handler(this.request.body, context);
+    this.checkNotAborted();
+    clearTimeout(this.timer); // the deadline bounded the opening; the tunnel lives as long as its owner wants
+    this.replied = true;
+    await this.framed.send({ type: 'response', body: accept ?? null });
+    if (!this.framed.drained) throw new AgentError('PROTOCOL_ERROR', 'caller sent bytes before the tunnel was accepted');
+    onOpen(this.framed.stream);
   }
 
   /** Moves items from the handler's generator to the stream; each write waits for credit (backpressure). */

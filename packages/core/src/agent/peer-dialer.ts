@@ -12,6 +12,8 @@ export interface PeerDialerOptions {
   connectTimeoutMs?: number;
   /** Head start of each preferred candidate before the next one is dialled too (default 250 ms). */
   dialStaggerMs?: number;
+  /** Asked in order when the peer has no known address or none answered (NAT traversal, relays). */
+  connectors?: ReadonlyArray<(peer: AgentId, signal: AbortSignal) => Promise<Channel | undefined>>;
 }
 
 const DIAL_STAGGER_MS = 250;
@@ -28,6 +30,23 @@ export class PeerDialer {
   }
 
   async dial(peer: AgentId, closing: AbortSignal): Promise<Channel> {
+    const connectors = this.options.connectors ?? [];
+    if (connectors.length === 0) return this.dialKnown(peer, closing);
+    let failure: AgentError | undefined;
+    try {
+      if (this.canDial(peer)) return await this.dialKnown(peer, closing);
+    } catch (error) {
+      failure = error as AgentError;
+      if (failure.code === 'UNAUTHENTICATED' || closing.aborted) throw failure;
+    }
+    for (const connect of connectors) {
+      const channel = await connect(peer, closing);
+      if (channel) return channel;
+    }
+    throw failure ?? new AgentError('UNAVAILABLE', `no address known for ${peer} and no plugin could reach it`);
+  }
+
+  private async dialKnown(peer: AgentId, closing: AbortSignal): Promise<Channel> {
     const urls = this.options.addresses.get(peer);
     if (urls.length === 0) {
       throw new AgentError('UNAVAILABLE', `no address known for ${peer}: call it as "<AgentId>@<url>" or agent.addPeer()`);

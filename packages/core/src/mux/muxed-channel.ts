@@ -1,5 +1,5 @@
 import { AgentError, errorCodeFromNumber, errorCodeToNumber } from '../errors.js';
-import type { Channel, ChannelKind, ChannelStream, OpenStreamOptions } from '../channel.js';
+import type { Channel, ChannelKind, ChannelPath, ChannelStream, OpenStreamOptions } from '../channel.js';
 import type { AgentId } from '../identity/agent-id.js';
 import { encodeGoaway, encodeMuxFrame, encodeU32Frame, MUX_HEADER_BYTES, MuxFrameType } from './mux-frame.js';
 import { MuxStream, type MuxStreamHost } from './mux-stream.js';
@@ -43,6 +43,7 @@ export interface MuxedChannelInit extends MuxOptions {
  */
 export class MuxedChannel implements Channel, MuxStreamHost {
   readonly kind: ChannelKind;
+  path?: ChannelPath;
   readonly peer: AgentId;
   readonly remoteAddress: string;
   readonly initiator: 'local' | 'remote';

@@ -24,6 +24,11 @@ export class FramedStream {
     return this.stream.write(segments[0]!).then(() => this.stream.write(segments[1]!));
   }
 
+  /** True when nothing beyond the messages already returned has been read: the stream may change hands. */
+  get drained(): boolean {
+    return this.ready.length === 0 && this.decoder.idle;
+  }
+
   /** The next message, or undefined when the peer ended the stream cleanly between frames. */
   async receive(): Promise<WireMessage | undefined> {
     for (;;) {

@@ -16,7 +16,9 @@ export const MessageType = {
   pong: 8,
 } as const;
 
-export type CallMode = 'unary' | 'stream';
+/** `tunnel`: after the handler's `response`, the stream carries raw bytes both ways (relays, proxies). */
+export type CallMode = 'unary' | 'stream' | 'tunnel';
+const MODES: readonly CallMode[] = ['unary', 'stream', 'tunnel'];
 
 export type WireMessage =
   | {
@@ -47,7 +49,7 @@ const priorityIndex = z.number().int().min(0).max(PRIORITIES.length - 1);
 const metadata = z
   .record(z.string().max(MAX_TEXT), z.string().max(MAX_TEXT))
   .refine((m) => Object.keys(m).length <= MAX_METADATA_ENTRIES, 'too many metadata entries');
-const modeIndex = z.union([z.literal(0), z.literal(1)]);
+const modeIndex = z.union([z.literal(0), z.literal(1), z.literal(2)]);
 /** Unknown codes from a newer peer are kept readable as UNKNOWN rather than rejected. */
 const code = z.string().max(64).transform((c): ErrorCode => (isErrorCode(c) ? c : 'UNKNOWN'));
 const text = z.string().max(MAX_TEXT);
@@ -78,7 +80,7 @@ export function messageToTuple(message: WireMessage): EncodedMessage {
         PRIORITIES.indexOf(message.priority),
         message.metadata,
         message.body,
-        message.mode === 'stream' ? 1 : 0,
+        MODES.indexOf(message.mode) as 0 | 1 | 2,
       ];
     case 'response':
       return [2, message.body];
@@ -114,7 +116,7 @@ export function tupleToMessage(value: unknown): WireMessage | undefined {
         priority: PRIORITIES[t[3]] ?? 'normal',
         metadata: t[4],
         body: t[5],
-        mode: t[6] === 1 ? 'stream' : 'unary',
+        mode: MODES[t[6]]!,
       };
     case 2:
       return { type: 'response', body: t[1] };

@@ -1,0 +1,39 @@
+import { createAgent, type Agent, type AgentOptions } from '@agentlink/core';
+import { reach, type Reach, type ReachOptions } from '@agentlink/nat';
+import { quic } from '@agentlink/quic';
+import { webSocket } from '@agentlink/ws';
+import { startRendezvous, type Rendezvous, type RendezvousOptions } from '../src/index.js';
+
+const cleanups: Array<() => Promise<void>> = [];
+
+export async function rendezvous(options: RendezvousOptions = {}): Promise<Rendezvous> {
+  const r = await startRendezvous({ host: '127.0.0.1', port: 0, stunPorts: [0, 0], httpPort: 0, ...options });
+  cleanups.push(() => r.close());
+  return r;
+}
+
+/** An agent on loopback with QUIC, a ws channel to dial the rendezvous, and the reach plugin. */
+export async function reachableAgent(
+  r: Rendezvous,
+  options: Partial<ReachOptions> = {},
+  agentOptions: Partial<AgentOptions> = {},
+): Promise<{ agent: Agent; nat: Reach }> {
+  const q = quic({ port: 0, host: '127.0.0.1' });
+  const nat = reach({ rendezvous: r.address, quic: q, ...options });
+  const agent = await createAgent({ ...agentOptions, channels: [q, webSocket()], plugins: [nat] });
+  cleanups.push(() => agent.close());
+  return { agent, nat };
+}
+
+/** A plain agent that only dials over ws (for talking to the rendezvous directly). */
+export async function wsClient(localAddress?: string): Promise<Agent> {
+  const agent = await createAgent({ channels: [webSocket({ localAddress })] });
+  cleanups.push(() => agent.close());
+  return agent;
+}
+
+export async function cleanup(): Promise<void> {
+  for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
+}
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

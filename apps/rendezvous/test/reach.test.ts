@@ -1,0 +1,55 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { cleanup, reachableAgent, rendezvous } from './helpers.js';
+
+afterEach(cleanup);
+
+describe('reach on loopback (no NAT)', () => {
+  it('registers by STUN from the QUIC socket, finds a peer by its bare AgentId, and calls it directly', async () => {
+    const r = await rendezvous();
+    const b = await reachableAgent(r);
+    b.agent.handle('echo', (x: unknown) => x);
+    const a = await reachableAgent(r);
+    expect(a.nat.nat?.type).toBe('none');
+    expect(r.registry.get(b.agent.id)?.record.candidates[0]).toMatch(/^quic:\/\/127\.0\.0\.1:\d+$/);
+    const paths: string[] = [];
+    a.nat.on('path', (e) => paths.push(e.path));
+    expect(await a.agent.send(b.agent.id, 'echo', 'hi')).toBe('hi');
+    expect(paths).toEqual(['direct']);
+    const path = await a.agent.pathTo(b.agent.id);
+    expect(path).toMatchObject({ path: 'direct', kind: 'quic' });
+    expect(path.rttMs).toBeGreaterThan(0);
+  });
+
+  it('a punch coordinated by the rendezvous connects both sides on one QUIC channel', async () => {
+    const r = await rendezvous();
+    const b = await reachableAgent(r, { paths: ['punch'] });
+    b.agent.handle('echo', (x: unknown) => x);
+    const a = await reachableAgent(r, { paths: ['punch'] });
+    expect(await a.agent.send(b.agent.id, 'echo', 'punched')).toBe('punched');
+    expect((await a.agent.pathTo(b.agent.id)).path).toBe('punched');
+    expect(r.metrics.punches).toBe(1);
+  });
+
+  it('relays with TLS end to end: the relay forwards only ciphertext', async () => {
+    const relayed: Buffer[] = [];
+    const r = await rendezvous({ relayTap: (chunk) => relayed.push(Buffer.from(chunk)) });
+    const b = await reachableAgent(r, { paths: ['relay'] });
+    const secret = 'the-plaintext-marker-0123456789';
+    b.agent.handle('echo', (x: unknown) => x);
+    b.agent.handleStream('tokens', async function* (n: number) {
+      for (let i = 0; i < n; i++) yield `${secret}-${i}`;
+    });
+    const a = await reachableAgent(r, { paths: ['relay'] });
+    expect(await a.agent.send(b.agent.id, 'echo', secret)).toBe(secret);
+    const tokens: string[] = [];
+    for await (const token of a.agent.stream<string>(b.agent.id, 'tokens', 50)) tokens.push(token);
+    expect(tokens).toHaveLength(50);
+    const path = await a.agent.pathTo(b.agent.id);
+    expect(path).toMatchObject({ path: 'relay', kind: 'relay' });
+    const all = Buffer.concat(relayed);
+    expect(all.length).toBeGreaterThan(1000);
+    expect(all.includes(Buffer.from(secret))).toBe(false);
+    expect(all.includes(Buffer.from('echo'))).toBe(false);
+    expect(relayed.some((c) => c[0] === 0x17 && c[1] === 0x03 && c[2] === 0x03)).toBe(true); // TLS application data records
+  });
+});

@@ -1,0 +1,39 @@
+import { networkInterfaces } from 'node:os';
+import type { NatType } from './record.js';
+import type { HostPort, StunClient } from './stun.js';
+
+export interface NatDiscovery {
+  type: NatType;
+  /** Our public address and port as the first STUN server saw them. */
+  mapped: HostPort | undefined;
+  /** Port step between the two mappings (symmetric NATs): used for port prediction. */
+  portDelta: number;
+}
+
+/**
+ * Classifies the NAT by mapping behaviour (RFC 4787): the same socket asks two STUN servers (two ports, or two
+ * addresses) for its mapping. No mapping change and our own address → no NAT; same mapping for both → cone
+ * (endpoint-independent); different → symmetric. Filtering is not observable this way; port-restricted and
+ * full cone both report `cone`, and punching treats them alike.
+ */
+export async function discoverNat(client: StunClient, servers: readonly HostPort[], localPort: number): Promise<NatDiscovery> {
+  const answers = await Promise.all(servers.map((server) => client.binding(server).catch(() => undefined)));
+  const [first, second] = answers;
+  if (!first) return { type: 'unknown', mapped: undefined, portDelta: 0 };
+  if (isLocalAddress(first.host) && first.port === localPort) return { type: 'none', mapped: first, portDelta: 0 };
+  if (!second) return { type: 'unknown', mapped: first, portDelta: 0 };
+  if (second.host === first.host && second.port === first.port) return { type: 'cone', mapped: first, portDelta: 0 };
+  return { type: 'symmetric', mapped: first, portDelta: second.port - first.port };
+}
+
+/** IPv4 addresses of this host's interfaces (LAN candidates), loopback excluded unless it is all there is. */
+export function localAddresses(): string[] {
+  const all = Object.values(networkInterfaces()).flatMap((list) => list ?? []);
+  const v4 = all.filter((i) => i.family === 'IPv4');
+  const external = v4.filter((i) => !i.internal).map((i) => i.address);
+  return external.length > 0 ? external : v4.map((i) => i.address);
+}
+
+function isLocalAddress(address: string): boolean {
+  return Object.values(networkInterfaces()).some((list) => list?.some((i) => i.address === address));
+}

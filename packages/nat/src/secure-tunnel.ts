@@ -1,0 +1,126 @@
+import { Duplex } from 'node:stream';
+import { connect, TLSSocket, type TLSSocket as TLSSocketType } from 'node:tls';
+import { AgentError, ChunkQueue, authenticatePeer, toAgentError, type AgentId, type ChannelStream, type TlsCredentials } from '@agentlink/core';
+
+const HANDSHAKE_TIMEOUT_MS = 10_000;
+
+/** A ChannelStream as a node Duplex, so node:tls can run over it. */
+function duplexOf(stream: ChannelStream): Duplex {
+  let reading = false;
+  const duplex: Duplex = new Duplex({
+    write(chunk: Buffer, _encoding, callback) {
+      stream.write(chunk).then(() => callback(), (error: unknown) => callback(toAgentError(error)));
+    },
+    final(callback) {
+      stream.end().then(() => callback(), (error: unknown) => callback(toAgentError(error)));
+    },
+    read() {
+      if (reading) return;
+      reading = true;
+      void (async () => {
+        try {
+          for (;;) {
+            const chunk = await stream.read();
+            if (chunk === undefined) {
+              duplex.push(null);
+              return;
+            }
+            if (!duplex.push(chunk)) break;
+          }
+        } catch (error) {
+          duplex.destroy(toAgentError(error));
+        } finally {
+          reading = false;
+        }
+      })();
+    },
+    destroy(error, callback) {
+      stream.reset(error ? toAgentError(error) : new AgentError('CANCELLED', 'tunnel closed'));
+      callback(error);
+    },
+  });
+  return duplex;
+}
+
+/** A TLS socket as a ChannelStream (writes resolve when the socket takes them below its high-water mark). */
+class TlsChannelStream implements ChannelStream {
+  private readonly incoming = new ChunkQueue(() => {
+    if (this.socket.isPaused() && this.incoming.queuedBytes < 256 * 1024) this.socket.resume();
+  });
+
+  constructor(private readonly socket: TLSSocketType) {
+    socket.on('data', (chunk: Buffer) => {
+      this.incoming.push(chunk);
+      if (this.incoming.queuedBytes >= 1024 * 1024) socket.pause();
+    });
+    socket.on('end', () => this.incoming.end());
+    socket.on('error', (error) => this.incoming.fail(toAgentError(error, 'UNAVAILABLE')));
+    socket.on('close', () => this.incoming.fail(new AgentError('UNAVAILABLE', 'relayed tunnel closed')));
+  }
+
+  write(chunk: Uint8Array): Promise<void> {
+    if (this.socket.destroyed) return Promise.reject(new AgentError('UNAVAILABLE', 'relayed tunnel closed'));
+    if (this.socket.write(chunk)) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const onDrain = (): void => {
+        this.socket.off('close', onClose);
+        resolve();
+      };
+      const onClose = (): void => {
+        this.socket.off('drain', onDrain);
+        reject(new AgentError('UNAVAILABLE', 'relayed tunnel closed'));
+      };
+      this.socket.once('drain', onDrain);
+      this.socket.once('close', onClose);
+    });
+  }
+
+  end(): Promise<void> {
+    this.socket.end();
+    return Promise.resolve();
+  }
+
+  read(): Promise<Uint8Array | undefined> {
+    return this.incoming.read();
+  }
+
+  reset(reason: AgentError): void {
+    this.incoming.fail(reason);
+    this.socket.destroy();
+  }
+}
+
+/**
+ * Runs TLS 1.3 end to end over a tunnel (the relay's byte pipe), with both agents' keys pinned as on every
+ * channel: whoever carries the bytes sees ciphertext only. Resolves with the peer's proven AgentId and the
+ * plaintext stream.
+ */
+export async function secureTunnel(
+  tunnel: ChannelStream,
+  options: { tls: TlsCredentials; role: 'client' | 'server'; expectedPeer: AgentId },
+): Promise<{ peer: AgentId; stream: ChannelStream }> {
+  const transport = duplexOf(tunnel);
+  const common = { key: options.tls.key, cert: options.tls.cert, minVersion: 'TLSv1.3' as const, rejectUnauthorized: false };
+  const socket =
+    options.role === 'client'
+      ? connect({ ...common, socket: transport, servername: undefined })
+      : new TLSSocket(transport, { ...common, isServer: true, requestCert: true });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new AgentError('UNAVAILABLE', 'TLS handshake through the relay timed out')), HANDSHAKE_TIMEOUT_MS);
+      socket.once(options.role === 'client' ? 'secureConnect' : 'secure', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      socket.once('error', (error) => {
+        clearTimeout(timer);
+        reject(toAgentError(error, 'UNAUTHENTICATED'));
+      });
+    });
+    const peer = authenticatePeer(socket, options.expectedPeer);
+    return { peer, stream: new TlsChannelStream(socket) };
+  } catch (error) {
+    socket.destroy();
+    throw toAgentError(error, 'UNAUTHENTICATED');
+  }
+}

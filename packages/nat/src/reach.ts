@@ -162,12 +162,60 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
       const direct = await dialFirst(theirs.candidates, (url, s) => this.dialQuic(url, peer, s), this.options.directTimeoutMs ?? 1500, signal);
       if (direct) return report(direct);
     }
+    if (paths.includes('punch') && paths.includes('relay') && this.punchUnlikely(theirs)) return report(await this.punchOrRelay(peer, signal));
     const punched = paths.includes('punch') ? await this.punch(peer, signal) : undefined;
     if (punched) return report(punched);
+    // Our dial failed but the peer's reached us (we are the reachable side): the pool already has that channel.
+    const arrived = this.agent.channels(peer).find((c) => !c.isClosed && c.path !== 'relay');
+    if (arrived) {
+      report(arrived);
+      return undefined;
+    }
     if (!paths.includes('relay')) throw new AgentError('UNAVAILABLE', `no direct or punched path to ${peer}, and the relay is not allowed`);
     const relayed = await this.relay(peer, signal);
     if (paths.includes('punch')) this.scheduleUpgrade(peer);
     return report(relayed);
+  }
+
+  /**
+   * A symmetric NAT that allocates ports at random (its two STUN mappings far apart) defeats prediction; a
+   * punch then works only against a full-cone NAT, which STUN cannot tell from a port-restricted one.
+   */
+  private punchUnlikely(theirs: PeerRecord): boolean {
+    const ours = this.discovery;
+    const random = (nat: string, delta: number): boolean => nat === 'symmetric' && Math.abs(delta) > (this.options.predictPorts ?? 8);
+    return (random(theirs.nat, theirs.portDelta) && ours?.type !== 'none') || (ours !== undefined && random(ours.type, ours.portDelta) && theirs.nat !== 'none');
+  }
+
+  /** Punch and relay at once; the first wins. A punch that lands after the relay upgrades the path. */
+  private punchOrRelay(peer: AgentId, signal: AbortSignal): Promise<Channel> {
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const punch = this.punch(peer, signal).then(
+        (channel) => {
+          if (!channel) return;
+          if (!settled) {
+            settled = true;
+            return resolve(channel);
+          }
+          this.context.onChannel(channel); // the relay came first: new calls move to this direct path
+        },
+        () => undefined,
+      );
+      this.relay(peer, signal).then(
+        (channel) => {
+          if (settled) return void channel.close();
+          settled = true;
+          resolve(channel);
+          this.scheduleUpgrade(peer);
+        },
+        (error: unknown) => {
+          void punch.then(() => {
+            if (!settled) reject(error);
+          });
+        },
+      );
+    });
   }
 
   private worthDialingDirectly(theirs: PeerRecord): boolean {

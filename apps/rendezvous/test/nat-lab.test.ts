@@ -1,0 +1,124 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PublicNetwork, RENDEZVOUS_IP, type LabNat } from './natlab/topology.js';
+
+/**
+ * The NAT lab: real agents in network namespaces behind nftables NATs, a real rendezvous on the "public"
+ * bridge. Needs root (CI runs as root) and nft.
+ */
+const here = (path: string) => fileURLToPath(new URL(path, import.meta.url));
+const NATS: LabNat[] = ['none', 'full-cone', 'port-restricted', 'symmetric'];
+const children: ChildProcess[] = [];
+
+function start(ns: string, script: string, args: string[]): { child: ChildProcess; next(match: (v: Record<string, unknown>) => boolean, ms?: number): Promise<Record<string, unknown>> } {
+  const child = spawn('ip', ['netns', 'exec', ns, process.execPath, '--conditions=source', '--import', 'tsx', script, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  const lines: Record<string, unknown>[] = [];
+  const waiters: Array<() => void> = [];
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    try {
+      lines.push(JSON.parse(line) as Record<string, unknown>);
+    } catch {
+      return;
+    }
+    for (const wake of waiters.splice(0)) wake();
+  });
+  child.on('exit', () => {
+    for (const wake of waiters.splice(0)) wake();
+  });
+  return {
+    child,
+    async next(match, ms = 30_000) {
+      const deadline = Date.now() + ms;
+      for (;;) {
+        const index = lines.findIndex(match);
+        if (index >= 0) return lines.splice(index, 1)[0]!;
+        if (child.exitCode !== null || Date.now() > deadline) throw new Error(`no expected line from ${script} (exit ${child.exitCode}): ${stderr.slice(-2000)}`);
+        await new Promise<void>((resolve) => {
+          waiters.push(resolve);
+          setTimeout(resolve, 200);
+        });
+      }
+    },
+  };
+}
+
+/** Kills a lab process and waits until it is gone, so its namespace can go too. */
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGKILL');
+  await exited;
+}
+
+describe('NAT lab (network namespaces, as root)', () => {
+  let net: PublicNetwork;
+  let rendezvous: string;
+
+  beforeAll(async () => {
+    if (process.getuid?.() !== 0) throw new Error('the NAT lab needs root: CI runs as root (network namespaces and nftables)');
+    net = new PublicNetwork(`nl${process.pid % 10000}`);
+    const r = start(net.ns, here('../src/main.ts'), ['--host', RENDEZVOUS_IP, '--port', '4433', '--stun-ports', '3478,3479', '--http-port=-1']);
+    const line = await r.next((v) => typeof v.address === 'string' && v.stunPorts !== undefined);
+    rendezvous = line.address as string;
+  }, 60_000);
+
+  afterAll(() => {
+    for (const child of children) child.kill('SIGKILL');
+    net?.destroy();
+  });
+
+  it('every NAT pair connects; pairs without a symmetric NAT go direct or punched; the others predict ports or relay', { timeout: 600_000 }, async () => {
+    const rows: Array<{ a: LabNat; b: LabNat; path: string; kind: string; ttfbMs: number; rttMs: number }> = [];
+    for (const a of NATS) {
+      for (const b of NATS) {
+        const sideA = net.addSide(1, a);
+        const sideB = net.addSide(2, b);
+        const server = start(sideB.hostNs, here('natlab/lab-agent.ts'), [JSON.stringify({ mode: 'serve', rendezvous })]);
+        const ready = await server.next((v) => v.ready === true);
+        const caller = start(sideA.hostNs, here('natlab/lab-agent.ts'), [JSON.stringify({ mode: 'call', rendezvous, target: ready.id })]);
+        const result = await caller.next((v) => v.reply !== undefined, 60_000);
+        rows.push({ a, b, path: result.path as string, kind: result.kind as string, ttfbMs: result.ttfbMs as number, rttMs: result.rttMs as number });
+        await Promise.all([stop(server.child), stop(caller.child)]);
+        net.removeSides();
+      }
+    }
+    console.log(
+      ['', '| A \\ B NAT | B: none | B: full cone | B: port-restricted | B: symmetric |', '|---|---|---|---|---|']
+        .concat(NATS.map((a) => `| A: ${a} | ${NATS.map((b) => rows.find((r) => r.a === a && r.b === b)!).map((r) => `${r.path} (${r.kind}) ${r.ttfbMs.toFixed(0)} ms, RTT ${r.rttMs.toFixed(2)} ms`).join(' | ')} |`))
+        .join('\n'),
+    );
+    expect(rows).toHaveLength(16);
+    for (const row of rows) {
+      expect(['direct', 'punched', 'relay']).toContain(row.path); // every pair connected: the call returned
+      if (row.a !== 'symmetric' && row.b !== 'symmetric') expect(row.path, `${row.a} -> ${row.b}`).not.toBe('relay');
+    }
+  });
+
+  it('a live token stream keeps flowing while the path upgrades from relay to direct', { timeout: 120_000 }, async () => {
+    const sideA = net.addSide(1, 'port-restricted');
+    const sideB = net.addSide(2, 'port-restricted');
+    sideB.blockUdpTo('198.51.100.11', true); // a firewall drops UDP between the two NATs: punching fails
+    const server = start(sideB.hostNs, here('natlab/lab-agent.ts'), [JSON.stringify({ mode: 'serve', rendezvous })]);
+    const ready = await server.next((v) => v.ready === true);
+    const caller = start(sideA.hostNs, here('natlab/lab-agent.ts'), [JSON.stringify({ mode: 'call', rendezvous, target: ready.id, tokens: 400, upgradeIntervalMs: 500 })]);
+    const first = await caller.next((v) => v.reply !== undefined, 60_000);
+    expect(first.path).toBe('relay');
+    await caller.next((v) => v.streaming === true);
+    sideB.blockUdpTo('198.51.100.11', false); // the firewall opens mid-stream
+    const done = await caller.next((v) => v.done === true, 60_000);
+    expect(done.received).toBe(400);
+    expect(done.inOrder).toBe(true);
+    expect((done.events as Array<{ path: string }>).map((e) => e.path)).toEqual(['relay', 'punched']);
+    expect(done.pathAfter).toBe('punched');
+    console.log(`relay -> direct upgrade during a 400-token stream: ${JSON.stringify(done.events)}`);
+    await Promise.all([stop(server.child), stop(caller.child)]);
+    net.removeSides();
+  });
+});

@@ -1,0 +1,55 @@
+/**
+ * An agent process for the NAT lab, run inside a namespace. argv[2] is JSON:
+ *   { mode: 'serve', rendezvous }                     serves echo and tokens; prints { ready, id, nat }
+ *   { mode: 'call', rendezvous, target, tokens? }     calls the target by bare AgentId; prints what it measured
+ * With `tokens`, the caller then streams that many tokens (10 ms apart), printing { streaming } after the first
+ * and { done, … } at the end, with every path event seen meanwhile.
+ */
+import { createAgent } from '@agentlink/core';
+import { reach, type PathEvent } from '@agentlink/nat';
+import { quic } from '@agentlink/quic';
+import { webSocket } from '@agentlink/ws';
+
+interface Args {
+  mode: 'serve' | 'call';
+  rendezvous: string;
+  target?: string;
+  tokens?: number;
+  upgradeIntervalMs?: number;
+}
+
+const args = JSON.parse(process.argv[2]!) as Args;
+const print = (value: unknown): boolean => process.stdout.write(`${JSON.stringify(value)}\n`);
+const q = quic({ port: 7000, host: '0.0.0.0', idleTimeoutMs: 5000 });
+const nat = reach({ rendezvous: args.rendezvous, quic: q, heartbeatMs: 1000, punchTimeoutMs: 2500, upgradeIntervalMs: args.upgradeIntervalMs ?? 1000 });
+const agent = await createAgent({ channels: [q, webSocket()], plugins: [nat], defaultTimeoutMs: 20_000 });
+
+if (args.mode === 'serve') {
+  agent.handle('echo', (x: unknown) => x);
+  agent.handleStream('tokens', async function* ({ count, delayMs }: { count: number; delayMs: number }) {
+    for (let i = 0; i < count; i++) {
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+      yield i;
+    }
+  });
+  print({ ready: true, id: agent.id, nat: nat.nat?.type });
+} else {
+  const events: PathEvent[] = [];
+  nat.on('path', (e) => events.push(e));
+  const started = performance.now();
+  const reply = await agent.send(args.target!, 'echo', 'first byte');
+  const ttfbMs = performance.now() - started;
+  const path = await agent.pathTo(args.target!);
+  print({ reply, ttfbMs, path: path.path, kind: path.kind, rttMs: path.rttMs, nat: nat.nat?.type });
+  if (args.tokens) {
+    const received: number[] = [];
+    for await (const token of agent.stream<number>(args.target!, 'tokens', { count: args.tokens, delayMs: 10 })) {
+      if (received.length === 0) print({ streaming: true });
+      received.push(token);
+    }
+    const after = await agent.pathTo(args.target!);
+    print({ done: true, received: received.length, inOrder: received.every((t, i) => t === i), events, pathAfter: after.path, kindAfter: after.kind });
+  }
+  await agent.close();
+  process.exit(0);
+}

@@ -9,10 +9,11 @@ import { buildSuite, figures } from './suite.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const doc = `${root}docs/benchmarks.md`;
-const cli = `${root}packages/agentbench/src/cli.ts`;
+/** The built CLI, as users run it (run `pnpm build` first). */
+const cli = `${root}packages/agentbench/bin/agentbench.js`;
 
 const started = Date.now();
-const agentbench = execFileSync(process.execPath, ['--conditions=source', '--import', 'tsx', cli, '--md', '--svg', `${root}docs/agentbench.svg`], {
+const agentbench = execFileSync(process.execPath, [cli, '--md', '--svg', `${root}docs/agentbench.svg`], {
   encoding: 'utf8',
   stdio: ['ignore', 'pipe', 'inherit'],
   maxBuffer: 16 * 1024 * 1024,

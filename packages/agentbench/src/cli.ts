@@ -89,7 +89,7 @@ if (command === 'run') {
   else throw new Error('agentbench run needs --server or --peer (see --help)');
 } else {
   // The peer runs in a second process, as a peer would; from source in the repository, from dist when installed.
-  const serverScript = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './server.ts' : './server.js', import.meta.url));
+  const serverScript = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './peer-process.ts' : './peer-process.js', import.meta.url));
   localServer = spawn(process.execPath, [...process.execArgv, '--expose-gc', serverScript, '127.0.0.1'], { stdio: ['pipe', 'pipe', 'inherit'] });
   const [line] = (await once(localServer.stdout!, 'data')) as [Buffer];
   addresses = JSON.parse(line.toString()) as ServerAddresses;

@@ -7,7 +7,6 @@ import { createSecureServer, type ServerHttp2Stream } from 'node:http2';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { pathToFileURL } from 'node:url';
 import { createAgent, Identity, selfSignedCertificate } from '@agentlink/core';
 import { loadNative, quic, type NativeStream } from '@agentlink/quic';
 import { http2 } from '@agentlink/http2';
@@ -140,7 +139,7 @@ async function serveRawQuicStream(stream: NativeStream): Promise<void> {
   const parts: Buffer[] = [];
   for (;;) {
     const data = stream.tryRead(1 << 20) ?? (await stream.read(1 << 20));
-    if (!data) break;
+    if (!data || data.length === 0) break; // null or empty: the caller finished its side
     parts.push(data);
   }
   const request = Buffer.concat(parts);
@@ -160,14 +159,6 @@ async function serveRawQuicStream(stream: NativeStream): Promise<void> {
       if (taken < piece.length) await stream.write(piece.subarray(taken));
     }
   }
-  await stream.finish();
+  if (!stream.tryFinish()) await stream.finish();
   stream.release();
-}
-
-// Run as the peer of a local run: prints the addresses, serves until stdin closes.
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const servers = await startServers(process.argv[2]);
-  process.stdout.write(`${JSON.stringify(servers.addresses)}\n`);
-  process.stdin.resume();
-  process.stdin.on('end', () => void servers.close().then(() => process.exit(0)));
 }

@@ -4,8 +4,10 @@ import { createRequire } from 'node:module';
 export interface NativeStream {
   tryWrite(data: Buffer): number;
   write(data: Buffer): Promise<void>;
+  /** Bytes ready now; an empty buffer once the peer's end was reached; null when nothing is ready. */
   tryRead(max: number): Buffer | null;
   read(max: number): Promise<Buffer | null>;
+  tryFinish(): boolean;
   finish(): Promise<void>;
   reset(code: number): void;
   setPriority(priority: number): void;
@@ -16,6 +18,7 @@ export interface NativeConnection {
   readonly peerKey: Buffer;
   readonly remoteAddress: string;
   readonly stableId: number;
+  tryOpenStream(): NativeStream | null;
   openStream(): Promise<NativeStream>;
   acceptStream(): Promise<NativeStream | null>;
   close(code: number, reason: string): void;

@@ -44,7 +44,7 @@ export class QuicChannel implements Channel {
     if (this.closeReason) throw this.closeReason;
     let native;
     try {
-      native = await this.connection.openStream();
+      native = this.connection.tryOpenStream() ?? (await this.connection.openStream());
     } catch (error) {
       throw this.closeReason ?? fromNative(error);
     }

@@ -103,11 +103,16 @@ export class QuicChannelStream implements ChannelStream {
       const flushed = this.flush();
       if (flushed !== RESOLVED) return flushed.then(() => this.end());
     }
+    try {
+      if (this.native.tryFinish()) {
+        this.ended();
+        return RESOLVED;
+      }
+    } catch (error) {
+      return Promise.reject(this.fail(error));
+    }
     return this.native.finish().then(
-      () => {
-        this.localEnded = true;
-        if (this.remoteEnded) this.release();
-      },
+      () => this.ended(),
       (error: unknown) => Promise.reject(this.fail(error)),
     );
   }
@@ -116,19 +121,25 @@ export class QuicChannelStream implements ChannelStream {
     if (this.localReset) return Promise.reject(this.localReset);
     try {
       const ready = this.native.tryRead(READ_SIZE);
-      if (ready) return Promise.resolve(ready);
+      if (ready) return Promise.resolve(ready.length > 0 ? ready : this.remoteEnd());
     } catch (error) {
       return Promise.reject(this.fail(error));
     }
     return this.native.read(READ_SIZE).then(
-      (data) => {
-        if (data) return data;
-        this.remoteEnded = true;
-        if (this.localEnded) this.release();
-        return undefined;
-      },
+      (data) => data ?? this.remoteEnd(),
       (error: unknown) => Promise.reject(this.fail(error)),
     );
+  }
+
+  private ended(): void {
+    this.localEnded = true;
+    if (this.remoteEnded) this.release();
+  }
+
+  private remoteEnd(): undefined {
+    this.remoteEnded = true;
+    if (this.localEnded) this.release();
+    return undefined;
   }
 
   reset(reason: AgentError): void {

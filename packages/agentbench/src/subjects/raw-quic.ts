@@ -15,10 +15,10 @@ export function rawQuicSubject(binding: NativeBinding, target: { host: string; p
       endpoint ??= binding.bindEndpoint({ host: '0.0.0.0', port: 0, cert: tls.certDer, key: tls.keyDer, accept: false });
       const connection = await (await endpoint).connect(target.host, target.port, Buffer.from(publicKeyFromAgentId(target.key as AgentId)), 5000);
       const exchange = async (request: Buffer, onData?: (bytes: number) => void): Promise<number> => {
-        const stream = await connection.openStream();
+        const stream = connection.tryOpenStream() ?? (await connection.openStream());
         const taken = stream.tryWrite(request);
         if (taken < request.length) await stream.write(request.subarray(taken));
-        await stream.finish();
+        if (!stream.tryFinish()) await stream.finish();
         return readAll(stream, onData);
       };
       return {
@@ -50,7 +50,7 @@ async function readAll(stream: NativeStream, onData?: (bytes: number) => void): 
   let received = 0;
   for (;;) {
     const data = stream.tryRead(1 << 20) ?? (await stream.read(1 << 20));
-    if (!data) break;
+    if (!data || data.length === 0) break; // null or empty: the peer finished
     received += data.length;
     onData?.(data.length);
   }

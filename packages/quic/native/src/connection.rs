@@ -1,3 +1,4 @@
+use futures_util::FutureExt;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use quinn::{Connection, VarInt};
@@ -62,6 +63,16 @@ impl QuicConnection {
     #[napi(getter)]
     pub fn stable_id(&self) -> f64 {
         self.stable_id
+    }
+
+    /// Opens a stream at once when the peer's stream limit allows (no thread hop); null otherwise (then `open_stream`).
+    #[napi]
+    pub fn try_open_stream(&self) -> Result<Option<QuicStream>> {
+        match self.get()?.open_bi().now_or_never() {
+            Some(Ok((send, recv))) => Ok(Some(QuicStream::new(send, recv))),
+            Some(Err(e)) => Err(connection_error(&e)),
+            None => Ok(None),
+        }
     }
 
     #[napi]

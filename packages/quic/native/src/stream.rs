@@ -20,16 +20,18 @@ pub struct QuicStream {
     reset: watch::Sender<Option<u32>>,
 }
 
-/// Appends chunks that are ready now (no waiting) to `out`, up to `max` bytes in total.
-fn drain_ready(recv: &mut RecvStream, max: usize, out: &mut Vec<u8>) -> std::result::Result<(), quinn::ReadError> {
+/// Appends chunks that are ready now (no waiting) to `out`, up to `max` bytes in total. Returns true when the
+/// peer's end of the stream was reached.
+fn drain_ready(recv: &mut RecvStream, max: usize, out: &mut Vec<u8>) -> std::result::Result<bool, quinn::ReadError> {
     while out.len() < max {
         match recv.read_chunk(max - out.len(), true).now_or_never() {
             Some(Ok(Some(chunk))) => out.extend_from_slice(&chunk.bytes),
-            Some(Ok(None)) | None => return Ok(()),
-            Some(Err(e)) => return if out.is_empty() { Err(e) } else { Ok(()) },
+            Some(Ok(None)) => return Ok(true),
+            None => return Ok(false),
+            Some(Err(e)) => return if out.is_empty() { Err(e) } else { Ok(false) },
         }
     }
-    Ok(())
+    Ok(false)
 }
 
 fn released() -> napi::Error {
@@ -87,7 +89,8 @@ impl QuicStream {
         }
     }
 
-    /// Returns bytes already received (up to `max`), without waiting; None when nothing is ready (then `read`).
+    /// Returns bytes already received (up to `max`), without waiting; an empty buffer once the peer's end was
+    /// reached; None when nothing is ready (then `read`).
     #[napi]
     pub fn try_read(&self, max: u32) -> Result<Option<Buffer>> {
         let Ok(mut guard) = self.recv.try_lock() else { return Ok(None) };
@@ -95,7 +98,8 @@ impl QuicStream {
         let mut out = Vec::new();
         match drain_ready(recv, max as usize, &mut out) {
             Ok(_) if !out.is_empty() => Ok(Some(out.into())),
-            Ok(_) => Ok(None),
+            Ok(true) => Ok(Some(Vec::new().into())),
+            Ok(false) => Ok(None),
             Err(e) => Err(read_error(e)),
         }
     }
@@ -116,6 +120,14 @@ impl QuicStream {
         // Coalesce what else is already here: one call into JavaScript per burst, not per QUIC packet.
         let _ = drain_ready(recv, max as usize, &mut out);
         Ok(Some(out.into()))
+    }
+
+    /// Ends our sending side now if no write holds the stream; false when one does (then `finish`).
+    #[napi]
+    pub fn try_finish(&self) -> Result<bool> {
+        let Ok(mut guard) = self.send.try_lock() else { return Ok(false) };
+        guard.as_mut().ok_or_else(released)?.finish().map_err(|e| coded("CLOSED", e))?;
+        Ok(true)
     }
 
     /// Ends our sending side after everything written so far.

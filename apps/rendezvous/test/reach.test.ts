@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanup, reachableAgent, rendezvous } from './helpers.js';
+import { Identity } from '@agentlink/core';
+import { cleanup, reachableAgent, rendezvous, sleep } from './helpers.js';
 
 afterEach(cleanup);
 
@@ -51,5 +52,20 @@ describe('reach on loopback (no NAT)', () => {
     expect(all.includes(Buffer.from(secret))).toBe(false);
     expect(all.includes(Buffer.from('echo'))).toBe(false);
     expect(relayed.some((c) => c[0] === 0x17 && c[1] === 0x03 && c[2] === 0x03)).toBe(true); // TLS application data records
+  });
+
+  it('survives a rendezvous restart: heartbeats fail quietly, then register again', async () => {
+    const identity = Identity.generate();
+    const first = await rendezvous({ identity });
+    const port = Number(new URL(first.address.split('@')[1]!).port);
+    const { agent, nat } = await reachableAgent(first, { heartbeatMs: 150 });
+    const errors: string[] = [];
+    nat.on('error', (e) => errors.push(e.code));
+    await first.close();
+    await sleep(400); // heartbeats fail while it is down
+    const second = await rendezvous({ identity, port });
+    for (let i = 0; i < 40 && !second.registry.get(agent.id); i++) await sleep(50);
+    expect(second.registry.get(agent.id)?.record.agentId).toBe(agent.id);
+    expect(errors.length).toBeGreaterThan(0);
   });
 });

@@ -104,7 +104,7 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
     this.stun = new StunClient(endpoint);
     await this.register();
     const heartbeatMs = this.options.heartbeatMs ?? 15_000;
-    this.heartbeat = setInterval(() => this.register().catch((e: unknown) => this.emit('error', toAgentError(e))), heartbeatMs).unref();
+    this.heartbeat = setInterval(() => this.register().catch((e: unknown) => this.report(toAgentError(e))), heartbeatMs).unref();
   }
 
   async close(): Promise<void> {
@@ -267,7 +267,7 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
         this.context.onChannel(channel);
       }
     } catch (error) {
-      this.emit('error', toAgentError(error));
+      this.report(toAgentError(error));
     }
   }
 
@@ -312,6 +312,11 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
 
   private dialQuic(url: string, peer: AgentId, signal: AbortSignal): Promise<Channel> {
     return this.options.quic.dial(new URL(url), { ...this.context, expectedPeer: peer, signal });
+  }
+
+  /** Background failures (a heartbeat, a punch the peer asked for) go to `error` listeners, if there are any. */
+  private report(error: AgentError): void {
+    if (this.listenerCount('error') > 0) this.emit('error', error);
   }
 
   private fromRendezvous(caller: AgentId): void {

@@ -19,6 +19,8 @@ export interface RendezvousConfig {
   maxRegistrations: number;
   /** New registrations one IP may hold (default 1,000). */
   maxRegistrationsPerIp: number;
+  /** New TCP connections per second per IP, sustained (default 20; burst 2×); refused before TLS. */
+  connectionsPerSecondPerIp: number;
   /** Registrations (heartbeats included) per second per IP, sustained (default 20; burst 2×). */
   registrationsPerSecondPerIp: number;
   /** Lookups and punch requests per second per IP (default 200; burst 2×). */
@@ -42,6 +44,7 @@ export const DEFAULT_CONFIG: RendezvousConfig = {
   maxRecordTtlMs: 120_000,
   maxRegistrations: 100_000,
   maxRegistrationsPerIp: 1000,
+  connectionsPerSecondPerIp: 20,
   registrationsPerSecondPerIp: 20,
   requestsPerSecondPerIp: 200,
   maxRelaysPerAgent: 8,

@@ -47,7 +47,17 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
   const registrationRate = new PerIpRate(config.registrationsPerSecondPerIp);
   const requestRate = new PerIpRate(config.requestsPerSecondPerIp);
 
-  const agent = await createAgent({ identity, channels: [webSocket({ port: config.port, host: config.host })], maxFrameSize: MAX_FRAME });
+  const connectionRate = new PerIpRate(config.connectionsPerSecondPerIp);
+  const admitConnection = (ip: string): boolean => {
+    if (connectionRate.allow(ip)) return true;
+    metrics.rejected('connections');
+    return false;
+  };
+  const agent = await createAgent({
+    identity,
+    channels: [webSocket({ port: config.port, host: config.host, admitConnection })],
+    maxFrameSize: MAX_FRAME,
+  });
   const stun = await Promise.all(config.stunPorts.map((port) => startStunServer(config.host, port)));
 
   const refuse = (reason: string, error: AgentError): never => {

@@ -98,6 +98,21 @@ describe('rendezvous registry', () => {
     expect(r.metrics.rejectedCount('rate')).toBe(limited);
   });
 
+  it('a connection flood from one IP is refused before TLS while other addresses connect', async () => {
+    const r = await rendezvous({ connectionsPerSecondPerIp: 10 });
+    const flood = await Promise.all(
+      Array.from({ length: 60 }, async () => {
+        const agent = await wsClient('127.0.0.2');
+        return agent.send(r.address, 'rdv.info').then(() => 'ok', (e: AgentError) => e.code);
+      }),
+    );
+    expect(flood.filter((x) => x === 'ok').length).toBeLessThanOrEqual(25); // a burst of 20, plus what refills meanwhile
+    expect(flood.filter((x) => x === 'UNAVAILABLE').length).toBeGreaterThan(30);
+    const honest = await wsClient('127.0.0.1');
+    expect(await honest.send(r.address, 'rdv.info')).toMatchObject({ relay: true });
+    expect(r.metrics.rejectedCount('connections')).toBeGreaterThan(30);
+  });
+
   it('kill -9 of an agent: its record expires on time, without heartbeats', async () => {
     const r = await rendezvous();
     const script = fileURLToPath(new URL('./registering-agent.ts', import.meta.url));

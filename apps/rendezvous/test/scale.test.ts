@@ -11,7 +11,7 @@ const CONCURRENCY = 100;
 
 describe('rendezvous at scale', () => {
   it(`registers ${AGENTS} agents, each over its own authenticated connection, and looks every one up`, { timeout: 300_000 }, async () => {
-    const r = await rendezvous({ registrationsPerSecondPerIp: 1e9, maxRegistrationsPerIp: 1e9, requestsPerSecondPerIp: 1e9 });
+    const r = await rendezvous({ registrationsPerSecondPerIp: 1e9, maxRegistrationsPerIp: 1e9, requestsPerSecondPerIp: 1e9, connectionsPerSecondPerIp: 1e9 });
     global.gc?.();
     const heapBefore = process.memoryUsage().heapUsed;
     const ids: string[] = [];

@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import {
   AgentError,
@@ -28,6 +28,11 @@ export interface WebSocketOptions {
   mux?: MuxOptions;
   /** Local address outgoing connections bind to (the interface to dial from). */
   localAddress?: string;
+  /**
+   * Asked for every incoming TCP connection before TLS, with the client's IP: false closes it at once (e.g. a
+   * per-IP connection rate, as the rendezvous uses). Costs a refused client nothing but its SYN.
+   */
+  admitConnection?(ip: string): boolean;
 }
 
 const DEFAULT_PATH = '/agentlink';
@@ -60,6 +65,13 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
         handshakeTimeout: HANDSHAKE_TIMEOUT_MS,
       });
       const wss = new WebSocketServer({ noServer: true, maxPayload, perMessageDeflate: false });
+      const admit = options.admitConnection;
+      if (admit) {
+        // 'connection' is the raw TCP socket, before any TLS work is spent on it.
+        server.on('connection', (socket: Socket) => {
+          if (!admit(socket.remoteAddress ?? '')) socket.destroy();
+        });
+      }
       server.on('upgrade', (request, socket, head) => {
         const tlsSocket = socket as TLSSocket;
         if (new URL(request.url ?? '/', 'https://x').pathname !== path) return refuse(socket, 404, 'Not Found');

@@ -5,6 +5,8 @@ import { Http2ChannelStream } from './http2-stream.js';
 import { fromHttp2Code, toHttp2Code } from './reset-codes.js';
 
 export const AGENTLINK_PATH = '/agentlink';
+
+const RESPONSE_HEADERS = { ':status': 200, 'content-type': 'application/agentlink' };
 /** The one long-lived stream the client opens so the server can start calls too (HTTP/2 servers cannot). */
 export const REVERSE_PATH = '/agentlink/reverse';
 const REVERSE_WAIT_MS = 5000;
@@ -52,7 +54,7 @@ export class Http2Channel implements Channel {
       (session as ServerHttp2Session).on('stream', (stream, headers) => {
         const path = headers[':path'];
         if (path === REVERSE_PATH && !this.reverse) {
-          stream.respond({ ':status': 200, 'content-type': 'application/agentlink' });
+          stream.respond(RESPONSE_HEADERS);
           this.reverse = this.reverseMux(stream, 'dialer');
           this.resolveReverse?.(this.reverse);
           return;
@@ -61,8 +63,10 @@ export class Http2Channel implements Channel {
           stream.close(toHttp2Code('UNAVAILABLE'));
           return;
         }
-        stream.respond({ ':status': 200, 'content-type': 'application/agentlink' });
-        this.onStream(this.track(stream), this);
+        // The response HEADERS wait for the first reply bytes: one packet (and one wake-up of the caller), not two.
+        const tracked = this.track(stream);
+        tracked.beforeFirstWrite = () => stream.respond(RESPONSE_HEADERS);
+        this.onStream(tracked, this);
       });
     } else {
       const carrier = (session as ClientHttp2Session).request({ ':method': 'POST', ':path': REVERSE_PATH }, { endStream: false });

@@ -23,6 +23,8 @@ export class Http2ChannelStream implements ChannelStream {
   private received = false;
   private failure: AgentError | undefined;
   private drainWaiters: Waiter<void>[] = [];
+  /** A server stream sends its response HEADERS with its first bytes (set by the channel). */
+  beforeFirstWrite: (() => void) | undefined;
 
   constructor(
     private readonly stream: Http2Stream,
@@ -51,12 +53,14 @@ export class Http2ChannelStream implements ChannelStream {
   write(chunk: Uint8Array): Promise<void> {
     if (this.failure) return Promise.reject(this.failure);
     if (this.stream.destroyed || this.stream.writableEnded) return Promise.reject(new AgentError('CLOSED', 'write after end'));
+    this.respondOnce();
     if (this.stream.write(chunk)) return RESOLVED;
     return new Promise((resolve, reject) => this.drainWaiters.push({ resolve, reject }));
   }
 
   end(): Promise<void> {
     if (this.failure) return Promise.reject(this.failure);
+    this.respondOnce();
     if (!this.stream.writableEnded) this.stream.end();
     return RESOLVED;
   }
@@ -69,6 +73,13 @@ export class Http2ChannelStream implements ChannelStream {
     if (this.failure || this.stream.closed) return;
     this.fail(reason);
     this.stream.close(toHttp2Code(reason.code));
+  }
+
+  private respondOnce(): void {
+    const respond = this.beforeFirstWrite;
+    if (!respond) return;
+    this.beforeFirstWrite = undefined;
+    if (!this.stream.headersSent && !this.stream.destroyed) respond();
   }
 
   private onData(chunk: Buffer): void {

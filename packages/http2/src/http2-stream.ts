@@ -1,4 +1,4 @@
-import { constants, type Http2Stream } from 'node:http2';
+import { constants, type Http2Stream, type ServerHttp2Stream } from 'node:http2';
 import { AgentError, ChunkQueue, type ChannelStream } from '@agentlink/core';
 import { fromHttp2Code, toHttp2Code } from './reset-codes.js';
 
@@ -79,7 +79,7 @@ export class Http2ChannelStream implements ChannelStream {
     const respond = this.beforeFirstWrite;
     if (!respond) return;
     this.beforeFirstWrite = undefined;
-    if (!this.stream.headersSent && !this.stream.destroyed) respond();
+    if (!(this.stream as ServerHttp2Stream).headersSent && !this.stream.destroyed) respond();
   }
 
   private onData(chunk: Buffer): void {

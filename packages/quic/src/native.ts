@@ -50,6 +50,8 @@ export interface EndpointOptions {
 
 export interface NativeBinding {
   engineVersion(): string;
+  /** Engine connections and streams not yet released by JavaScript (leak tests). */
+  liveObjects(): { connections: number; streams: number };
   bindEndpoint(options: EndpointOptions): Promise<NativeEndpoint>;
 }
 

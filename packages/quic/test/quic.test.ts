@@ -99,14 +99,23 @@ describe('QUIC channel specifics', () => {
     // RSS is split in two: V8 grows its reserved heap in big steps whatever the live data (Node 24 does so here
     // with a flat heapUsed), so the JS side is judged by live heap after a collection, the rest by RSS - heap.
     await settle();
-    const before = { handles: process.getActiveResourcesInfo().length, ...process.memoryUsage() };
+    const native = loadNative();
+    if (!native.ok) throw new Error(native.reason);
+    const before = { handles: process.getActiveResourcesInfo().length, live: native.binding.liveObjects(), ...process.memoryUsage() };
     for (let i = 0; i < 1000; i++) await cycle();
     await settle();
     const after = process.memoryUsage();
     const MiB = 2 ** 20;
+    // Exact: every engine connection and stream of those 1,000 cycles was released (no reliance on GC).
+    const live = native.binding.liveObjects();
+    expect(live.connections).toBeLessThanOrEqual(before.live.connections);
+    expect(live.streams).toBeLessThanOrEqual(before.live.streams);
     expect(process.getActiveResourcesInfo().length).toBeLessThanOrEqual(before.handles + 2);
     expect((after.heapUsed - before.heapUsed) / MiB).toBeLessThan(2);
-    expect((after.rss - after.heapTotal - (before.rss - before.heapTotal)) / MiB).toBeLessThan(16);
+    // RSS outside the JS heap is allocator-shaped: on Node 24 it swings by ±30 MiB between samples with no
+    // trend (measured over 10,000 cycles: 51–116 MiB, no growth), so it only catches a gross leak here;
+    // the live counts above catch a small one.
+    expect((after.rss - after.heapTotal - (before.rss - before.heapTotal)) / MiB).toBeLessThan(48);
     expect(server.channels().length).toBeLessThanOrEqual(1);
   }, 120_000);
 

@@ -4,6 +4,7 @@ use napi_derive::napi;
 use quinn::{Connection, VarInt};
 
 use crate::errors::{coded, connection_error};
+use crate::live::{Live, CONNECTIONS};
 use crate::stream::QuicStream;
 
 #[napi(object)]
@@ -26,6 +27,7 @@ pub struct QuicConnection {
     remote_address: String,
     stable_id: f64,
     peer_key: [u8; 32],
+    live: std::sync::Mutex<Option<Live>>,
 }
 
 impl QuicConnection {
@@ -35,6 +37,7 @@ impl QuicConnection {
             stable_id: connection.stable_id() as f64,
             connection: std::sync::Mutex::new(Some(connection)),
             peer_key,
+            live: std::sync::Mutex::new(Some(Live::new(&CONNECTIONS))),
         }
     }
 
@@ -101,6 +104,9 @@ impl QuicConnection {
     pub fn release(&self) {
         if let Ok(mut connection) = self.connection.lock() {
             connection.take();
+        }
+        if let Some(live) = self.live.lock().ok().and_then(|mut l| l.take()) {
+            live.release();
         }
     }
 

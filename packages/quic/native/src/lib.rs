@@ -5,6 +5,7 @@
 mod connection;
 mod endpoint;
 mod errors;
+mod live;
 mod raw_socket;
 mod stream;
 mod tls;

@@ -10,6 +10,7 @@ use quinn::{RecvStream, SendStream, VarInt};
 use tokio::sync::{watch, Mutex};
 
 use crate::errors::{coded, read_error, write_error};
+use crate::live::{Live, STREAMS};
 
 #[napi]
 pub struct QuicStream {
@@ -18,6 +19,7 @@ pub struct QuicStream {
     recv: Arc<Mutex<Option<RecvStream>>>,
     /// Set by a local reset: wakes a read or write that is waiting, so it fails at once.
     reset: watch::Sender<Option<u32>>,
+    live: std::sync::Mutex<Option<Live>>,
 }
 
 /// Appends chunks that are ready now (no waiting) to `out`, up to `max` bytes in total. Returns true when the
@@ -40,7 +42,12 @@ fn released() -> napi::Error {
 
 impl QuicStream {
     pub fn new(send: SendStream, recv: RecvStream) -> Self {
-        Self { send: Arc::new(Mutex::new(Some(send))), recv: Arc::new(Mutex::new(Some(recv))), reset: watch::channel(None).0 }
+        Self {
+            send: Arc::new(Mutex::new(Some(send))),
+            recv: Arc::new(Mutex::new(Some(recv))),
+            reset: watch::channel(None).0,
+            live: std::sync::Mutex::new(Some(Live::new(&STREAMS))),
+        }
     }
 
     fn locally_reset(&self) -> Option<u32> {
@@ -170,6 +177,9 @@ impl QuicStream {
     /// still delivers its data; an unfinished one is reset by quinn.
     #[napi]
     pub fn release(&self) {
+        if let Some(live) = self.live.lock().ok().and_then(|mut l| l.take()) {
+            live.release();
+        }
         let (send, recv) = (self.send.clone(), self.recv.clone());
         napi::bindgen_prelude::spawn(async move {
             send.lock().await.take();

@@ -40,8 +40,15 @@ export class PeerDialer {
       if (failure.code === 'UNAUTHENTICATED' || closing.aborted) throw failure;
     }
     for (const connect of connectors) {
-      const channel = await connect(peer, closing);
-      if (channel) return channel;
+      try {
+        const channel = await connect(peer, closing);
+        if (channel) return channel;
+      } catch (error) {
+        if (closing.aborted) throw error;
+        // Both failed: say both, the known addresses' failure first.
+        const reason = error instanceof AgentError ? error : new AgentError('UNAVAILABLE', String(error));
+        failure = failure ? new AgentError(failure.code, `${failure.message}; then ${reason.message}`, { cause: reason }) : reason;
+      }
     }
     throw failure ?? new AgentError('UNAVAILABLE', `no address known for ${peer} and no plugin could reach it`);
   }

@@ -2,6 +2,7 @@ import { AgentError, toAgentError } from '../errors.js';
 import type { Channel } from '../channel.js';
 import { FramedStream } from '../wire/framed-stream.js';
 import type { WireMessage } from '../wire/messages.js';
+import { LazyAbort } from '../util/lazy-abort.js';
 import type { ChannelPool } from './channel-pool.js';
 import type { CallControl, CallHandler, CallInfo, Dispatch } from './interceptor.js';
 import type { OutboundCall } from './outbound-call.js';
@@ -26,8 +27,7 @@ export function networkDispatch(deps: AttemptDeps): Dispatch {
 class CallAttempt implements CallControl {
   private channel: Channel | undefined;
   private framed: FramedStream | undefined;
-  private controller: AbortController | undefined;
-  private abortedWith: AgentError | undefined;
+  private readonly aborted = new LazyAbort();
   private settled = false;
 
   constructor(
@@ -37,9 +37,7 @@ class CallAttempt implements CallControl {
   ) {}
 
   abort(reason: AgentError): void {
-    if (this.settled || this.abortedWith) return;
-    this.abortedWith = reason;
-    this.controller?.abort(reason);
+    if (this.settled || !this.aborted.abort(reason)) return;
     this.resetStream(reason);
   }
 
@@ -49,14 +47,14 @@ class CallAttempt implements CallControl {
     handler.onStart?.(this);
     for (let resend = 0; ; resend++) {
       try {
-        const reason = this.abortedWith ?? call.abortReason;
+        const reason = this.aborted.reason ?? call.abortReason;
         if (reason) throw reason;
         await this.open();
         return await this.receiveReplies();
       } catch (error) {
         this.releaseSlot();
         // A call the peer refused before processing cannot have run: resend it on a fresh stream, within its deadline.
-        if (error instanceof AgentError && error.unprocessed && !this.abortedWith && !call.abortReason && resend < MAX_TRANSPARENT_RETRIES) {
+        if (error instanceof AgentError && error.unprocessed && !this.aborted.reason && !call.abortReason && resend < MAX_TRANSPARENT_RETRIES) {
           this.framed = undefined;
           await new Promise((resolve) => setTimeout(resolve, resend));
           continue;
@@ -68,11 +66,11 @@ class CallAttempt implements CallControl {
 
   private async open(): Promise<void> {
     const { call, deps } = this;
-    this.channel = deps.pool.tryReserve(call.peer) ?? (await deps.pool.reserve(call.peer, call.priority, this.signal()));
+    this.channel = deps.pool.tryReserve(call.peer) ?? (await deps.pool.reserve(call.peer, call.priority, this.aborted.signal));
     const stream = await this.channel.openStream({ priority: call.priority });
     deps.pool.touch(this.channel);
     this.framed = new FramedStream(stream, deps.maxFrameSize);
-    if (this.abortedWith) this.resetStream(this.abortedWith);
+    if (this.aborted.reason) this.resetStream(this.aborted.reason);
     await this.framed.send({
       type: 'request',
       method: call.method,
@@ -132,7 +130,7 @@ class CallAttempt implements CallControl {
   }
 
   private fail(error: unknown): void {
-    const failure = this.abortedWith ?? this.call.abortReason ?? toAgentError(error, 'UNAVAILABLE');
+    const failure = this.aborted.reason ?? this.call.abortReason ?? toAgentError(error, 'UNAVAILABLE');
     this.resetStream(failure);
     this.settled = true;
     this.finishWith(failure);
@@ -141,14 +139,6 @@ class CallAttempt implements CallControl {
   private finishWith(error: AgentError): void {
     if (this.call.current === this) this.call.current = undefined;
     this.handler.onError(error);
-  }
-
-  private signal(): AbortSignal {
-    if (!this.controller) {
-      this.controller = new AbortController();
-      if (this.abortedWith) this.controller.abort(this.abortedWith);
-    }
-    return this.controller.signal;
   }
 
   private releaseSlot(): void {

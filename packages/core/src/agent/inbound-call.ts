@@ -3,6 +3,7 @@ import type { Channel, ChannelStream } from '../channel.js';
 import { FramedStream } from '../wire/framed-stream.js';
 import type { WireMessage } from '../wire/messages.js';
 import { deadlineTimer } from '../util/timer.js';
+import { LazyAbort } from '../util/lazy-abort.js';
 import type { CallContext, HandlerEntry, TunnelHandler } from './handlers.js';
 
 type Request = Extract<WireMessage, { type: 'request' }>;
@@ -37,9 +38,8 @@ export async function serveInboundStream(stream: ChannelStream, channel: Channel
 }
 
 class InboundCall {
-  /** Made when the handler first reads ctx.signal: most handlers never do, and AbortController is costly. */
-  private controller: AbortController | undefined;
-  private abortedWith: AgentError | undefined;
+  /** Why the call ended early; ctx.signal is made only when the handler reads it. */
+  private readonly aborted = new LazyAbort();
   private timer: NodeJS.Timeout | undefined;
   private replied = false;
   private watching = false;
@@ -96,7 +96,7 @@ class InboundCall {
       }
       await this.framed.stream.end();
     } catch (error) {
-      if (this.abortedWith) return; // the stream was reset when the call aborted
+      if (this.aborted.reason) return; // the stream was reset when the call aborted
       const failure = error instanceof AgentError ? error : new AgentError('HANDLER_ERROR', errorMessage(error), { cause: error });
       await this.replyError(failure);
     } finally {
@@ -164,23 +164,17 @@ class InboundCall {
   }
 
   get signal(): AbortSignal {
-    if (!this.controller) {
-      this.controller = new AbortController();
-      if (this.abortedWith) this.controller.abort(this.abortedWith);
-    }
-    return this.controller.signal;
+    return this.aborted.signal;
   }
 
   private abort(reason: AgentError): void {
-    if (this.abortedWith) return;
-    this.abortedWith = reason;
-    this.controller?.abort(reason);
+    if (!this.aborted.abort(reason)) return;
     clearTimeout(this.timer);
     this.framed.stream.reset(reason);
   }
 
   private checkNotAborted(): void {
-    if (this.abortedWith) throw this.abortedWith;
+    if (this.aborted.reason) throw this.aborted.reason;
   }
 
   private async replyError(error: AgentError): Promise<void> {

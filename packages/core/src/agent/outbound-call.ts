@@ -2,6 +2,7 @@ import { setMaxListeners } from 'node:events';
 import { AgentError } from '../errors.js';
 import type { AgentId } from '../identity/agent-id.js';
 import { abortReason } from '../util/abort.js';
+import { LazyAbort } from '../util/lazy-abort.js';
 import { deadlineTimer } from '../util/timer.js';
 import type { CallMode, Priority } from '../wire/messages.js';
 import type { CallControl, CallInfo } from './interceptor.js';
@@ -42,9 +43,7 @@ export class OutboundCall implements CallInfo {
   readonly idempotent: boolean;
   /** The attempt in flight, which an abort of the whole call cancels. */
   current: CallControl | undefined;
-  private abortedWith: AgentError | undefined;
-  /** Made only when an interceptor waits on it: AbortController is costly on the per-call hot path. */
-  private controller: AbortController | undefined;
+  private readonly aborted = new LazyAbort();
   private readonly timer: NodeJS.Timeout | undefined;
   private finished = false;
 
@@ -78,7 +77,7 @@ export class OutboundCall implements CallInfo {
   }
 
   get abortReason(): AgentError | undefined {
-    return this.abortedWith;
+    return this.aborted.reason;
   }
 
   setMetadata(key: string, value: string): void {
@@ -86,11 +85,7 @@ export class OutboundCall implements CallInfo {
   }
 
   get signal(): AbortSignal {
-    if (!this.controller) {
-      this.controller = new AbortController();
-      if (this.abortedWith) this.controller.abort(this.abortedWith);
-    }
-    return this.controller.signal;
+    return this.aborted.signal;
   }
 
   get completed(): boolean {
@@ -102,9 +97,7 @@ export class OutboundCall implements CallInfo {
   }
 
   abort(reason: AgentError): void {
-    if (this.finished || this.abortedWith) return;
-    this.abortedWith = reason;
-    this.controller?.abort(reason);
+    if (this.finished || !this.aborted.abort(reason)) return;
     this.current?.abort(reason);
   }
 

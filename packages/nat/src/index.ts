@@ -7,3 +7,4 @@ export type { NatDiscovery } from './nat-type.js';
 export { StunClient, parseBindingResponse, startStunServer } from './stun.js';
 export type { HostPort, RawDatagramSocket } from './stun.js';
 export { secureTunnel } from './secure-tunnel.js';
+export { punchTargets } from './port-prediction.js';

@@ -16,6 +16,7 @@ import {
 import type { quic } from '@agentlink/quic';
 import { discoverNat, localAddresses, type NatDiscovery } from './nat-type.js';
 import { dialFirst } from './dial-first.js';
+import { punchTargets } from './port-prediction.js';
 import { signRecord, verifyRecord, type PeerRecord, type SignedRecord } from './record.js';
 import { secureTunnel } from './secure-tunnel.js';
 import { StunClient, type HostPort } from './stun.js';
@@ -242,16 +243,7 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
 
   /** The peer's candidates, and for a symmetric NAT the ports it is likely to map next (port prediction). */
   private punchTargets(record: PeerRecord): string[] {
-    const targets = [...record.candidates];
-    const mapped = record.candidates[0] ? new URL(record.candidates[0]) : undefined;
-    if (record.nat === 'symmetric' && mapped) {
-      const step = record.portDelta === 0 ? 1 : record.portDelta;
-      for (let k = 1; k <= (this.options.predictPorts ?? 8); k++) {
-        const port = Number(mapped.port) + step * k;
-        if (port > 0 && port < 65536) targets.push(`quic://${mapped.hostname}:${port}`);
-      }
-    }
-    return targets;
+    return punchTargets(record, this.options.predictPorts ?? 8);
   }
 
   /** The rendezvous says a peer is punching towards us: dial it back at once, from the same socket. */

@@ -1,0 +1,48 @@
+import { Identity } from '@agentlink/core';
+import { describe, expect, it } from 'vitest';
+import { parseBindingResponse, punchTargets, signRecord, verifyRecord, type PeerRecord } from '../src/index.js';
+
+const record = (overrides: Partial<PeerRecord>): PeerRecord => ({
+  agentId: Identity.generate().id,
+  candidates: ['quic://203.0.113.9:40000', 'quic://10.0.0.2:7000'],
+  nat: 'symmetric',
+  portDelta: 2,
+  seq: 1,
+  expiresAt: Date.now() + 10_000,
+  ...overrides,
+});
+
+describe('port prediction', () => {
+  it('adds the next ports of a sequential symmetric NAT, stepping by its observed delta', () => {
+    expect(punchTargets(record({}), 3)).toEqual([
+      'quic://203.0.113.9:40000',
+      'quic://10.0.0.2:7000',
+      'quic://203.0.113.9:40002',
+      'quic://203.0.113.9:40004',
+      'quic://203.0.113.9:40006',
+    ]);
+    expect(punchTargets(record({ portDelta: 0 }), 2).slice(2)).toEqual(['quic://203.0.113.9:40001', 'quic://203.0.113.9:40002']);
+  });
+
+  it('predicts nothing for cone NATs, and never beyond the port range', () => {
+    expect(punchTargets(record({ nat: 'cone' }), 8)).toEqual(['quic://203.0.113.9:40000', 'quic://10.0.0.2:7000']);
+    const high = punchTargets(record({ candidates: ['quic://203.0.113.9:65534'], portDelta: 1 }), 4);
+    expect(high).toEqual(['quic://203.0.113.9:65534', 'quic://203.0.113.9:65535']);
+  });
+});
+
+describe('records and STUN parsing', () => {
+  it('a signed record verifies; one byte changed does not', () => {
+    const identity = Identity.generate();
+    const signed = signRecord(identity, record({ agentId: identity.id }));
+    expect(verifyRecord(signed).agentId).toBe(identity.id);
+    const bytes = Buffer.from(signed.record);
+    bytes[bytes.length - 1]! ^= 1;
+    expect(() => verifyRecord({ record: bytes, signature: signed.signature })).toThrow(/not signed|malformed|MessagePack/);
+  });
+
+  it('ignores datagrams that are not STUN binding responses', () => {
+    expect(parseBindingResponse(Buffer.from('hello, not stun at all, twenty+ bytes'))).toBeUndefined();
+    expect(parseBindingResponse(Buffer.alloc(3))).toBeUndefined();
+  });
+});

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use futures_util::FutureExt;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -22,15 +23,41 @@ pub struct QuicStream {
     live: std::sync::Mutex<Option<Live>>,
 }
 
-/// Appends chunks that are ready now (no waiting) to `out`, up to `max` bytes in total. Returns true when the
-/// peer's end of the stream was reached.
-fn drain_ready(recv: &mut RecvStream, max: usize, out: &mut Vec<u8>) -> std::result::Result<bool, quinn::ReadError> {
-    while out.len() < max {
-        match recv.read_chunk(max - out.len(), true).now_or_never() {
-            Some(Ok(Some(chunk))) => out.extend_from_slice(&chunk.bytes),
+/// Chunks received and not yet handed to JavaScript: gathered first, so the bytes are copied once into a
+/// buffer of exactly their size (growing a Vec chunk by chunk copied most bytes twice and over-allocated).
+#[derive(Default)]
+struct Gathered {
+    chunks: Vec<Bytes>,
+    len: usize,
+}
+
+impl Gathered {
+    fn push(&mut self, bytes: Bytes) {
+        self.len += bytes.len();
+        self.chunks.push(bytes);
+    }
+
+    fn into_vec(self) -> Vec<u8> {
+        if self.chunks.len() == 1 {
+            return Vec::from(self.chunks.into_iter().next().unwrap_or_default());
+        }
+        let mut out = Vec::with_capacity(self.len);
+        for chunk in &self.chunks {
+            out.extend_from_slice(chunk);
+        }
+        out
+    }
+}
+
+/// Gathers chunks that are ready now (no waiting), up to `max` bytes in total. Returns true when the peer's end
+/// of the stream was reached.
+fn drain_ready(recv: &mut RecvStream, max: usize, out: &mut Gathered) -> std::result::Result<bool, quinn::ReadError> {
+    while out.len < max {
+        match recv.read_chunk(max - out.len, true).now_or_never() {
+            Some(Ok(Some(chunk))) => out.push(chunk.bytes),
             Some(Ok(None)) => return Ok(true),
             None => return Ok(false),
-            Some(Err(e)) => return if out.is_empty() { Err(e) } else { Ok(false) },
+            Some(Err(e)) => return if out.len == 0 { Err(e) } else { Ok(false) },
         }
     }
     Ok(false)
@@ -102,9 +129,9 @@ impl QuicStream {
     pub fn try_read(&self, max: u32) -> Result<Option<Buffer>> {
         let Ok(mut guard) = self.recv.try_lock() else { return Ok(None) };
         let recv = guard.as_mut().ok_or_else(released)?;
-        let mut out = Vec::new();
+        let mut out = Gathered::default();
         match drain_ready(recv, max as usize, &mut out) {
-            Ok(_) if !out.is_empty() => Ok(Some(out.into())),
+            Ok(_) if out.len > 0 => Ok(Some(out.into_vec().into())),
             Ok(true) => Ok(Some(Vec::new().into())),
             Ok(false) => Ok(None),
             Err(e) => Err(read_error(e)),
@@ -122,11 +149,11 @@ impl QuicStream {
             code = self.wait_for_reset() => return Err(coded("LOCAL_RESET", code)),
         };
         let Some(first) = first else { return Ok(None) };
-        let mut out = Vec::with_capacity((max as usize).min(first.bytes.len() * 8));
-        out.extend_from_slice(&first.bytes);
+        let mut out = Gathered::default();
+        out.push(first.bytes);
         // Coalesce what else is already here: one call into JavaScript per burst, not per QUIC packet.
         let _ = drain_ready(recv, max as usize, &mut out);
-        Ok(Some(out.into()))
+        Ok(Some(out.into_vec().into()))
     }
 
     /// Ends our sending side now if no write holds the stream; false when one does (then `finish`).

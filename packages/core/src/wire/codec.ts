@@ -1,4 +1,4 @@
-import { Packr } from 'msgpackr';
+import { Packr, RESERVE_START_SPACE } from 'msgpackr';
 import { AgentError } from '../errors.js';
 import { messageToTuple, tupleToMessage, type WireMessage } from './messages.js';
 
@@ -10,20 +10,23 @@ export const DEFAULT_MAX_FRAME_SIZE = 16 * 1024 * 1024;
 // Binary bodies (Uint8Array/Buffer) travel as msgpack `bin`, never base64.
 const packr = new Packr({ useRecords: false, moreTypes: false, int64AsType: 'number', mapsAsObjects: true });
 
-/** Encodes one message as a frame: u32 payload length + msgpack payload. */
+/**
+ * Encodes one message as a frame: u32 payload length + msgpack payload. msgpackr leaves room for the header in
+ * front of the payload it writes, so the frame is built in place: no second buffer, no copy. (Its output is a
+ * view of a buffer msgpackr never writes over again: later frames go after it, or into a new buffer.)
+ */
 export function encodeFrame(message: WireMessage, maxFrameSize = DEFAULT_MAX_FRAME_SIZE): Buffer {
-  let payload: Buffer;
+  let frame: Buffer;
   try {
-    payload = packr.pack(messageToTuple(message));
+    frame = packr.pack(messageToTuple(message), RESERVE_START_SPACE | FRAME_HEADER_BYTES);
   } catch (error) {
     throw new AgentError('INVALID_ARGUMENT', `cannot encode ${message.type}: ${(error as Error).message}`, { cause: error });
   }
-  if (payload.length > maxFrameSize) {
-    throw new AgentError('FRAME_TOO_LARGE', `${message.type} frame of ${payload.length} bytes exceeds the ${maxFrameSize}-byte limit`);
+  const payloadLength = frame.length - FRAME_HEADER_BYTES;
+  if (payloadLength > maxFrameSize) {
+    throw new AgentError('FRAME_TOO_LARGE', `${message.type} frame of ${payloadLength} bytes exceeds the ${maxFrameSize}-byte limit`);
   }
-  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + payload.length);
-  frame.writeUInt32BE(payload.length, 0);
-  payload.copy(frame, FRAME_HEADER_BYTES);
+  frame.writeUInt32BE(payloadLength, 0);
   return frame;
 }
 

@@ -63,13 +63,8 @@ class InboundCall {
       return this.replyError(new AgentError('INVALID_ARGUMENT', `"${request.method}" is called with ${how}`));
     }
     const deadline = request.timeoutMs === null ? undefined : Date.now() + request.timeoutMs;
-    if (request.timeoutMs !== null) {
-      const ms = request.timeoutMs;
-      this.timer = deadlineTimer(ms, () => this.abort(new AgentError('DEADLINE_EXCEEDED', `deadline of ${ms} ms exceeded`)));
-    }
     // The reply travels at the caller's priority, where the transport can order streams.
     if (request.priority !== 'normal') this.framed.stream.setPriority?.(request.priority);
-    if (entry.kind !== 'tunnel') void this.watchCaller(); // a tunnel's bytes are its handler's to read
     const call = this;
     const context: CallContext = {
       peer: this.channel.peer,
@@ -83,13 +78,24 @@ class InboundCall {
       metadata: request.metadata,
     };
     try {
-      if (entry.kind === 'tunnel') return await this.openTunnel(entry.handler, context);
       if (entry.kind === 'unary') {
-        const body = await entry.handler(request.body, context);
-        this.checkNotAborted();
+        const result = entry.handler(request.body, context);
+        // A handler that answered at once cannot be interrupted (nothing runs while it does): the deadline and
+        // the caller's cancel matter only while a reply is pending, so they are armed only then.
+        let body: unknown;
+        if (isPromiseLike(result)) {
+          this.armWatchers();
+          body = await result;
+          this.checkNotAborted();
+        } else {
+          body = result;
+        }
         this.replied = true;
         await this.framed.send({ type: 'response', body });
+        if (!this.watching) void this.watchCaller(); // reads the caller's end, which frees the stream
       } else {
+        this.armWatchers(entry.kind !== 'tunnel'); // a tunnel's bytes are its handler's to read
+        if (entry.kind === 'tunnel') return await this.openTunnel(entry.handler, context);
         await this.pump(entry.handler(request.body, context));
         this.replied = true;
         await this.framed.send({ type: 'end' });
@@ -102,6 +108,15 @@ class InboundCall {
     } finally {
       clearTimeout(this.timer);
     }
+  }
+
+  /** The deadline timer, and (unless the handler owns the stream's bytes) the watch for the caller giving up. */
+  private armWatchers(watchCaller = true): void {
+    const { timeoutMs } = this.request;
+    if (timeoutMs !== null) {
+      this.timer = deadlineTimer(timeoutMs, () => this.abort(new AgentError('DEADLINE_EXCEEDED', `deadline of ${timeoutMs} ms exceeded`)));
+    }
+    if (watchCaller) void this.watchCaller();
   }
 
   /** Accepts a tunnel: the `response` frame, then the raw stream is the handler's. */
@@ -187,6 +202,10 @@ class InboundCall {
       this.framed.stream.reset(error);
     }
   }
+}
+
+function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as PromiseLike<unknown> | null)?.then === 'function';
 }
 
 function errorMessage(error: unknown): string {

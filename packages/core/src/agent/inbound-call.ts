@@ -5,6 +5,7 @@ import type { WireMessage } from '../wire/messages.js';
 import { deadlineTimer } from '../util/timer.js';
 import { LazyAbort } from '../util/lazy-abort.js';
 import type { CallContext, HandlerEntry, TunnelHandler } from './handlers.js';
+import { InboundContext } from './inbound-context.js';
 
 type Request = Extract<WireMessage, { type: 'request' }>;
 
@@ -65,18 +66,7 @@ class InboundCall {
     const deadline = request.timeoutMs === null ? undefined : Date.now() + request.timeoutMs;
     // The reply travels at the caller's priority, where the transport can order streams.
     if (request.priority !== 'normal') this.framed.stream.setPriority?.(request.priority);
-    const call = this;
-    const context: CallContext = {
-      peer: this.channel.peer,
-      remoteAddress: this.channel.remoteAddress,
-      method: request.method,
-      get signal() {
-        return call.signal;
-      },
-      deadline,
-      priority: request.priority,
-      metadata: request.metadata,
-    };
+    const context = new InboundContext(this.channel.peer, this.channel.remoteAddress, request.method, this.aborted, deadline, request.priority, request.metadata);
     try {
       if (entry.kind === 'unary') {
         const result = entry.handler(request.body, context);
@@ -176,10 +166,6 @@ class InboundCall {
     } catch (error) {
       this.abort(toAgentError(error, 'CANCELLED'));
     }
-  }
-
-  get signal(): AbortSignal {
-    return this.aborted.signal;
   }
 
   private abort(reason: AgentError): void {

@@ -121,15 +121,17 @@ const progress = (message: string): void => {
   process.stderr.write(`\r\x1b[K[${'#'.repeat(done)}${'.'.repeat(24 - done)}] ${step}/${steps} ${message}`);
 };
 
+// The serving process reports its own CPU and RSS through ordinary calls (an agentbench server answers them).
+const observer = await createAgent({ channels: [webSocket()] });
+const serverRss = (): Promise<number> => observer.send<number>(addresses.agentlinkWs!, 'rss');
+const serverCpuMicros = addresses.agentlinkWs ? (): Promise<number> => observer.send<number>(addresses.agentlinkWs!, 'cpu') : undefined;
+
 const results: SubjectResult[] = [];
 for (const subject of chosen) {
-  results.push(await measureSubject(subject, { quick: values.quick, onProgress: progress }));
+  results.push(await measureSubject(subject, { quick: values.quick, onProgress: progress, serverCpuMicros }));
   step++;
 }
 
-// The fleet: the serving process reports its own RSS through an ordinary call.
-const observer = await createAgent({ channels: [webSocket()] });
-const serverRss = (): Promise<number> => observer.send<number>(addresses.agentlinkWs!, 'rss');
 const fleet: FleetResult[] = [];
 for (const kind of kinds) {
   for (const count of fleetCounts) {
@@ -168,7 +170,7 @@ if (values.json) {
   const sections = [
     values.md ? `_${header}_` : header,
     subjectsTable(results),
-    '(agentlink rows: value and ratio to the raw transport of the same run — agentlink quic vs raw QUIC engine, agentlink http2 vs raw http2 (TLS), agentlink ws vs raw ws (TLS). RTT = one request/response on an open connection.)',
+    '(agentlink rows: value and ratio to the raw transport of the same run — agentlink quic vs raw QUIC engine, agentlink http2 vs raw http2 (TLS), agentlink ws vs raw ws (TLS). RTT = one request/response on an open connection. Bulk CPU = CPU time of this process and the serving process, all threads, per MB downloaded: total (client + server).)',
     tokensTable(results),
     fleetTable(fleet),
     ...(impaired.length ? [impairedTable(impaired, impairDescription)] : []),

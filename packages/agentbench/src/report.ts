@@ -44,6 +44,7 @@ export function subjectsTable(results: SubjectResult[]): string {
     'msgs/s seq',
     'msgs/s ×32',
     'bulk MB/s',
+    'bulk CPU ms/MB',
     '100×100KB s',
   ];
   const lines = [`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`];
@@ -62,11 +63,18 @@ export function subjectsTable(results: SubjectResult[]): string {
         `${fixed(r.sequential.msgsPerSecond, 0)}${ratio(r.sequential.msgsPerSecond, base?.sequential.msgsPerSecond)}`,
         `${fixed(r.concurrent.msgsPerSecond, 0)}${ratio(r.concurrent.msgsPerSecond, base?.concurrent.msgsPerSecond)}`,
         `${fixed(r.bulk.mbPerSecond, 0)}${ratio(r.bulk.mbPerSecond, base?.bulk.mbPerSecond)}`,
+        cpuPerMB(r),
         `${fixed(r.concurrentEcho.seconds, 3)}${ratio(r.concurrentEcho.seconds, base?.concurrentEcho.seconds)}`,
       ].join(' | ')} |`,
     );
   }
   return lines.join('\n');
+}
+
+/** CPU per MB of the bulk download, client + server (both processes, all threads), when the server reported it. */
+function cpuPerMB(r: SubjectResult): string {
+  const cpu = r.bulk.cpuMsPerMB;
+  return cpu ? `${fixed(cpu.client + cpu.server, 2)} (${fixed(cpu.client, 2)} + ${fixed(cpu.server, 2)})` : '–';
 }
 
 export function tokensTable(results: SubjectResult[]): string {

@@ -4,6 +4,8 @@ import { median, percentiles, timed } from './stats.js';
 export interface RunOptions {
   quick: boolean;
   onProgress?(message: string): void;
+  /** CPU microseconds the serving process has used so far, when it can tell (an agentbench server can). */
+  serverCpuMicros?(): Promise<number>;
 }
 
 export interface LatencyFigure {
@@ -22,7 +24,11 @@ export interface SubjectResult {
   rtt: Record<string, LatencyFigure>;
   sequential: { msgsPerSecond: number; bytes: number };
   concurrent: { msgsPerSecond: number; inFlight: number; bytes: number };
-  bulk: { mbPerSecond: number; bytes: number };
+  /**
+   * CPU milliseconds per MB moved, client and server process (all their threads), when the server reports its
+   * CPU: on a machine with few cores, throughput is CPU per byte, whatever the protocol.
+   */
+  bulk: { mbPerSecond: number; bytes: number; cpuMsPerMB?: { client: number; server: number } };
   concurrentEcho: { seconds: number; bytes: number };
   tokens: {
     /** 1,000 tokens as fast as the producer can: time to first token, per-token overhead, tokens/s. */
@@ -98,6 +104,8 @@ export async function measureSubject(subject: Subject, options: RunOptions): Pro
     const bulk: number[] = [];
     let bulkBytes = 0;
     await session.download(bulkTotal / 4, 64 * KB); // warm-up
+    const serverCpuBefore = await options.serverCpuMicros?.().catch(() => undefined);
+    const clientCpuBefore = process.cpuUsage();
     for (let i = 0; i < 3; i++) {
       let received = 0;
       const ms = await timed(async () => (received = await session.download(bulkTotal, 64 * KB)));
@@ -105,6 +113,12 @@ export async function measureSubject(subject: Subject, options: RunOptions): Pro
       bulkBytes += received;
       bulk.push(received / MB / (ms / 1000));
     }
+    const clientCpu = process.cpuUsage(clientCpuBefore);
+    const serverCpuAfter = serverCpuBefore === undefined ? undefined : await options.serverCpuMicros?.().catch(() => undefined);
+    const cpuMsPerMB =
+      serverCpuBefore === undefined || serverCpuAfter === undefined
+        ? undefined
+        : { client: (clientCpu.user + clientCpu.system) / 1000 / (bulkBytes / MB), server: (serverCpuAfter - serverCpuBefore) / 1000 / (bulkBytes / MB) };
 
     progress('100 concurrent 100 KB echoes');
     const payload = Buffer.alloc(100 * KB, 3);
@@ -127,7 +141,7 @@ export async function measureSubject(subject: Subject, options: RunOptions): Pro
       rtt,
       sequential,
       concurrent,
-      bulk: { mbPerSecond: median(bulk), bytes: bulkBytes },
+      bulk: { mbPerSecond: median(bulk), bytes: bulkBytes, ...(cpuMsPerMB ? { cpuMsPerMB } : {}) },
       concurrentEcho: { seconds: median(concurrentEcho) / 1000, bytes: 3 * 100 * 2 * payload.length },
       tokens: {
         burst: {

@@ -35,6 +35,12 @@ export async function startServers(host = '127.0.0.1'): Promise<{ addresses: Ser
       yield sent + chunk <= total ? buffer : buffer.subarray(0, total - sent);
     }
   });
+  // CPU this process has used so far (user + system, µs): the client reads it around a scenario to charge the
+  // serving side's work to it too.
+  agent.handle('cpu', () => {
+    const usage = process.cpuUsage();
+    return usage.user + usage.system;
+  });
   // RSS after a full collection when the process allows one (a local run starts it with --expose-gc).
   agent.handle('rss', () => {
     globalThis.gc?.();

@@ -40,6 +40,9 @@ describe('agentbench --quick', () => {
       for (const figure of figures) expect(figure.bytes, `${r.subject}: ${JSON.stringify(figure)}`).toBeGreaterThan(0);
       expect(Object.keys(r.rtt)).toEqual(['1KB', '10KB', '100KB', '1MB']);
       expect(r.bulk.mbPerSecond).toBeGreaterThan(0);
+      // Both processes worked for every MB: the client read it, the local server wrote it.
+      expect(r.bulk.cpuMsPerMB?.client, r.subject).toBeGreaterThan(0);
+      expect(r.bulk.cpuMsPerMB?.server, r.subject).toBeGreaterThan(0);
       expect(r.tokens.burst.tokensPerSecond).toBeGreaterThan(0);
     }
     for (const kind of ['agentlink quic', 'agentlink http2', 'agentlink ws']) {

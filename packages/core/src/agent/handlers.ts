@@ -9,7 +9,10 @@ export interface CallContext {
   /** The caller's network address as this channel sees it (`ip:port`, or a relay's description). */
   readonly remoteAddress: string;
   readonly method: string;
-  /** Aborts when the caller cancels, the deadline passes, or the channel drops; `reason` is an AgentError. */
+  /**
+   * Aborts when the caller cancels, the deadline passes, or the channel drops; `reason` is an AgentError. Made
+   * on first read (a getter of the context's class): read `ctx.signal` or destructure it; `{ ...ctx }` skips it.
+   */
   readonly signal: AbortSignal;
   /** Epoch milliseconds by which the caller wants the answer, if it set a deadline. */
   readonly deadline: number | undefined;

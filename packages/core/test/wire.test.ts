@@ -31,6 +31,20 @@ describe('frames', () => {
     expect(frame.includes(body)).toBe(true);
   });
 
+  it('stay intact while later frames are encoded (frames are built inside the encoder buffer)', () => {
+    // Frames are views of msgpackr's output buffer; a transport may hold one (queued behind flow control) while
+    // thousands more are encoded, across many of the encoder's buffer changes, small and large.
+    const held = samples.map((message) => ({ message, frame: encodeFrame(message) }));
+    const copies = held.map(({ frame }) => Buffer.from(frame));
+    for (let i = 0; i < 5000; i++) {
+      encodeFrame({ type: 'item', body: i % 500 === 0 ? Buffer.alloc(200_000, i % 251) : `token ${i}`.repeat(1 + (i % 40)) });
+    }
+    held.forEach(({ message, frame }, i) => {
+      expect(frame.equals(copies[i]!)).toBe(true);
+      expect(decodeAll(frame)).toEqual([message]);
+    });
+  });
+
   it('reassemble across any chunking, one byte at a time included', () => {
     const stream = Buffer.concat(samples.map((m) => encodeFrame(m)));
     fc.assert(

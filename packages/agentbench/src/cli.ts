@@ -15,7 +15,8 @@ import { webSocket } from '@agentlink/ws';
 import { measureFleet, type FleetResult } from './fleet.js';
 import { parseImpairment } from './impair/impairment.js';
 import { measureImpaired, type ImpairedResult } from './impaired.js';
-import { fleetTable, impairedTable, subjectsTable, svgChart, tokensTable } from './report.js';
+import { measureInterleaved, type InterleavedResult } from './interleaved.js';
+import { fleetTable, impairedTable, interleavedTable, subjectsTable, svgChart, tokensTable } from './report.js';
 import { measureSubject, type SubjectResult } from './run.js';
 import { startServers } from './server.js';
 import { agentlinkSubject } from './subjects/agentlink.js';
@@ -113,7 +114,7 @@ const kinds = channelKinds.filter((k) => k.address && (!only || only.includes(k.
 const fleetCounts = (values.agents ?? (values.quick ? '10,100' : '10,100,1000')).split(',').map(Number);
 const impairment = values['no-impair'] || (values.quick && !values.impair) ? undefined : parseImpairment(values.impair ?? 'loss=1,delay=40,jitter=5');
 
-const steps = chosen.length + kinds.length * fleetCounts.length + (impairment ? kinds.length : 0);
+const steps = chosen.length + 1 + kinds.length * fleetCounts.length + (impairment ? kinds.length : 0);
 let step = 0;
 const progress = (message: string): void => {
   if (values.json || values.md || !process.stderr.isTTY) return;
@@ -131,6 +132,9 @@ for (const subject of chosen) {
   results.push(await measureSubject(subject, { quick: values.quick, onProgress: progress, serverCpuMicros }));
   step++;
 }
+
+const interleaved: InterleavedResult[] = await measureInterleaved(chosen, { quick: values.quick, onProgress: progress });
+step++;
 
 const fleet: FleetResult[] = [];
 for (const kind of kinds) {
@@ -164,13 +168,14 @@ const impairDescription = impairment
   : '';
 
 if (values.json) {
-  console.log(JSON.stringify({ machine, quick: values.quick, results, fleet, impaired, impairment: impairment ?? null }, null, 2));
+  console.log(JSON.stringify({ machine, quick: values.quick, results, interleaved, fleet, impaired, impairment: impairment ?? null }, null, 2));
 } else {
   const header = `agentbench — Node ${machine.node}, ${machine.os}, ${machine.cpus}, ${machine.memoryGiB} GiB; ${machine.quic}`;
   const sections = [
     values.md ? `_${header}_` : header,
     subjectsTable(results),
     '(agentlink rows: value and ratio to the raw transport of the same run — agentlink quic vs raw QUIC engine, agentlink http2 vs raw http2 (TLS), agentlink ws vs raw ws (TLS). RTT = one request/response on an open connection. Bulk CPU = CPU time of this process and the serving process, all threads, per MB downloaded: total (client + server).)',
+    interleavedTable(interleaved),
     tokensTable(results),
     fleetTable(fleet),
     ...(impaired.length ? [impairedTable(impaired, impairDescription)] : []),

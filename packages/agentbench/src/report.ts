@@ -1,5 +1,6 @@
 import type { ImpairedResult } from './impaired.js';
 import type { FleetResult } from './fleet.js';
+import type { InterleavedResult } from './interleaved.js';
 import type { SubjectResult } from './run.js';
 
 const fixed = (n: number, digits: number): string => (Number.isFinite(n) ? n.toFixed(digits) : '–');
@@ -75,6 +76,20 @@ export function subjectsTable(results: SubjectResult[]): string {
 function cpuPerMB(r: SubjectResult): string {
   const cpu = r.bulk.cpuMsPerMB;
   return cpu ? `${fixed(cpu.client + cpu.server, 2)} (${fixed(cpu.client, 2)} + ${fixed(cpu.server, 2)})` : '–';
+}
+
+/** 1 KB round trips measured in alternating rounds (drift lands on every subject alike), ratio to raw. */
+export function interleavedTable(results: InterleavedResult[]): string {
+  const lines = [
+    '| subject (1 KB round trips, interleaved rounds) | p50 ms | p99 ms | × raw | p50 per round, ms |',
+    '|---|---|---|---|---|',
+  ];
+  for (const r of results) {
+    const base = r.baseline ? results.find((x) => x.subject === r.baseline) : undefined;
+    const ratio = base ? `${fixed(r.p50 / base.p50, 2)}×` : '';
+    lines.push(`| ${r.subject} | ${fixed(r.p50, 3)} | ${fixed(r.p99, 3)} | ${ratio} | ${r.roundP50s.map((v) => fixed(v, 3)).join(' ')} |`);
+  }
+  return lines.join('\n');
 }
 
 export function tokensTable(results: SubjectResult[]): string {

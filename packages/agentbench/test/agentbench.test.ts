@@ -20,6 +20,7 @@ describe('agentbench --quick', () => {
       results: Array<Record<string, any>>;
       fleet: Array<{ subject: string; bytes: number; agents: number }>;
       impaired: Array<{ subject: string; bytes: number; mbPerSecond: number }>;
+      interleaved: Array<{ subject: string; p50: number; p99: number; roundP50s: number[]; bytes: number }>;
     };
     expect(report.machine.node).toBe(process.version);
     const subjects = report.results.map((r) => r.subject);
@@ -44,6 +45,14 @@ describe('agentbench --quick', () => {
       expect(r.bulk.cpuMsPerMB?.client, r.subject).toBeGreaterThan(0);
       expect(r.bulk.cpuMsPerMB?.server, r.subject).toBeGreaterThan(0);
       expect(r.tokens.burst.tokensPerSecond).toBeGreaterThan(0);
+    }
+    // Every subject also measured in interleaved rounds (3 counted in a quick run), each round a real p50.
+    expect(report.interleaved.map((r) => r.subject)).toEqual(subjects);
+    for (const r of report.interleaved) {
+      expect(r.roundP50s, r.subject).toHaveLength(3);
+      expect(r.p50, r.subject).toBeGreaterThan(0);
+      expect(r.p99, r.subject).toBeGreaterThanOrEqual(r.p50);
+      expect(r.bytes, r.subject).toBeGreaterThan(0);
     }
     for (const kind of ['agentlink quic', 'agentlink http2', 'agentlink ws']) {
       expect(report.fleet.find((f) => f.subject === kind && f.agents === 10)?.bytes).toBeGreaterThan(0);

@@ -34,7 +34,9 @@ export function agentlinkSubject(name: string, baseline: string, address: string
       };
     },
     async dispose() {
-      await (await agent)?.close();
+      const disposed = agent;
+      agent = undefined; // a later connect() starts afresh
+      await (await disposed)?.close();
     },
   };
 }

@@ -41,7 +41,9 @@ export function rawQuicSubject(binding: NativeBinding, target: { host: string; p
       };
     },
     async dispose() {
-      (await endpoint)?.close(0, 'done');
+      const disposed = endpoint;
+      endpoint = undefined; // a later connect() binds afresh
+      (await disposed)?.close(0, 'done');
     },
   };
 }

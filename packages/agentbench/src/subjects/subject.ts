@@ -6,7 +6,7 @@ export interface Subject {
   readonly baseline?: string;
   /** Opens one fresh connection (handshake done, ready for requests) and returns it. */
   connect(): Promise<Session>;
-  /** Releases what `connect` reuses between connections (an agent, a QUIC endpoint); run outside any timing. */
+  /** Releases what `connect` reuses between connections (an agent, a QUIC endpoint); run outside any timing. A later `connect` starts afresh. */
   dispose?(): Promise<void>;
 }
 

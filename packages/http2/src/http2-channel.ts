@@ -150,15 +150,16 @@ export class Http2Channel implements Channel {
 
   private track(stream: Http2Stream): Http2ChannelStream {
     this.streams++;
-    return new Http2ChannelStream(
-      stream,
-      () => this.closeReason ?? this.draining ?? new AgentError('UNAVAILABLE', 'HTTP/2 session closed'),
-      () => {
-        this.streams--;
-        this.slotWaiters.shift()?.();
-      },
-    );
+    return new Http2ChannelStream(stream, this.streamFailure, this.streamDone);
   }
+
+  /** Why a stream ended without a reason of its own (shared by the channel's streams: no closures per call). */
+  private readonly streamFailure = (): AgentError => this.closeReason ?? this.draining ?? new AgentError('UNAVAILABLE', 'HTTP/2 session closed');
+
+  private readonly streamDone = (): void => {
+    this.streams--;
+    this.slotWaiters.shift()?.();
+  };
 
   private finish(reason: AgentError): void {
     this.closeReason ??= reason;

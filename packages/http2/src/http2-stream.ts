@@ -3,6 +3,7 @@ import { AgentError, ChunkQueue, type ChannelStream } from '@agentlink/core';
 import { fromHttp2Code, toHttp2Code } from './reset-codes.js';
 
 const RESOLVED = Promise.resolve();
+const ignoreError = (): void => undefined;
 /** Received bytes held before the stream is paused; pausing stops WINDOW_UPDATEs, which stops the sender. */
 const READ_BUFFER_LIMIT = 1024 * 1024;
 
@@ -34,10 +35,11 @@ export class Http2ChannelStream implements ChannelStream {
   ) {
     // Four listeners, each needed: a listener costs per call ('drain' is added only when a write must wait,
     // and a peer's RST_STREAM is read from rstCode at 'close', which always follows).
+    // 'end' and 'close' come once per stream: plain listeners, without once()'s wrapper per stream.
     stream.on('data', (chunk: Buffer) => this.onData(chunk));
-    stream.once('end', () => this.onEnd());
-    stream.on('error', () => undefined); // 'close' follows with the code
-    stream.once('close', () => {
+    stream.on('end', () => this.onEnd());
+    stream.on('error', ignoreError); // 'close' follows with the code
+    stream.on('close', () => {
       if (stream.rstCode !== undefined && stream.rstCode !== 0) {
         this.failFromPeer(stream.rstCode);
       } else if (this.endSeen) {

@@ -7,7 +7,8 @@ import { readU32 } from '../util/bytes.js';
  * a hostile length costs nothing; whole frames inside one chunk are returned as views without copying.
  */
 export class FrameDecoder {
-  private header = Buffer.alloc(FRAME_HEADER_BYTES);
+  /** Only for a length header split across chunks (rare): most frames' headers are read in place. */
+  private header: Buffer | undefined;
   private headerFilled = 0;
   private payload: Buffer | undefined;
   private payloadFilled = 0;
@@ -44,6 +45,7 @@ export class FrameDecoder {
           offset = start;
         } else {
           const take = Math.min(FRAME_HEADER_BYTES - this.headerFilled, chunk.length - offset);
+          this.header ??= Buffer.alloc(FRAME_HEADER_BYTES);
           this.header.set(chunk.subarray(offset, offset + take), this.headerFilled);
           this.headerFilled += take;
           offset += take;

@@ -134,7 +134,7 @@ export class Http2Channel implements Channel {
   }
 
   private reverseMux(carrier: Http2Stream, role: 'dialer' | 'listener'): MuxedChannel {
-    const stream = new Http2ChannelStream(carrier, () => this.closeReason ?? new AgentError('UNAVAILABLE', 'HTTP/2 session closed'), () => undefined);
+    const stream = new Http2ChannelStream(carrier, this.streamFailure, () => undefined);
     return muxOverStream(stream, { kind: 'http2', peer: this.peer, remoteAddress: this.remoteAddress, role, onStream: (s) => this.onStream(s, this) });
   }
 

@@ -33,12 +33,11 @@ export class Http2ChannelStream implements ChannelStream {
     private readonly sessionFailure: () => AgentError,
     onDone: () => void,
   ) {
-    // Four listeners, each needed: a listener costs per call ('drain' is added only when a write must wait,
-    // and a peer's RST_STREAM is read from rstCode at 'close', which always follows).
-    // Nothing of this wrapper stays referenced from node's stream once it closed (once() listeners, 'data'
-    // removed at 'close', a shared no-op for 'error'): node keeps its stream object alive a while after, and
-    // whatever it references survived young-generation collections (measured: 1.15 MB promoted per scavenge
-    // with plain listeners, 0.59 MB with once(), less again without 'data').
+    // Few listeners, and none left on node's stream once it closed ('drain' only while a write waits; a peer's
+    // RST_STREAM read from rstCode at 'close'; once() for 'end'/'close'; 'data' removed at 'close'; a shared
+    // no-op for 'error'). Node keeps its stream object a while after close, and whatever it still referenced
+    // survived young-generation collections: an HTTP/2 server promoted 1.15 MB per scavenge with plain
+    // listeners, 0.42 MB like this.
     stream.on('data', this.onData);
     stream.once('end', () => this.onEnd());
     stream.on('error', ignoreError); // 'close' follows with the code

@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { Identity, selfSignedCertificate } from '@agentlink/core';
 
 export const SHAPE_PAYLOAD = Buffer.alloc(1024, 1);
-const CALL_HEADERS = { ':method': 'POST', ':path': '/call', 'content-type': 'application/agentlink' };
+const CALL_HEADERS = { ':method': 'POST', ':path': '/call' };
 
 /** A node:http2 TLS 1.3 server answering both shapes: `/echo` at the request's end, anything else at once. */
 export async function serveShapes(): Promise<{ port: number; close(): void }> {
@@ -31,7 +31,7 @@ export async function serveShapes(): Promise<{ port: number; close(): void }> {
     stream.on('data', (d: Buffer) => {
       if (answered) return;
       answered = true;
-      stream.respond({ ':status': 200, 'content-type': 'application/agentlink' });
+      stream.respond({ ':status': 200 });
       stream.end(d);
     });
   });

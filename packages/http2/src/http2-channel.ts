@@ -74,7 +74,7 @@ export class Http2Channel implements Channel {
         }
         // The response HEADERS wait for the first reply bytes: one packet (and one wake-up of the caller), not two.
         const tracked = this.track(stream);
-        tracked.beforeFirstWrite = () => stream.respond(RESPONSE_HEADERS);
+        tracked.respondWith = RESPONSE_HEADERS;
         this.onStream(tracked, this);
       });
     } else {

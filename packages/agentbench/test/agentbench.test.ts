@@ -20,7 +20,7 @@ describe('agentbench --quick', () => {
       results: Array<Record<string, any>>;
       fleet: Array<{ subject: string; bytes: number; agents: number }>;
       impaired: Array<{ subject: string; bytes: number; mbPerSecond: number }>;
-      interleaved: Array<{ subject: string; p50: number; p99: number; roundP50s: number[]; bytes: number }>;
+      interleaved: Array<{ subject: string; baseline?: string; p50: number; p99: number; roundP50s: number[]; ratio?: number; bytes: number }>;
     };
     expect(report.machine.node).toBe(process.version);
     const subjects = report.results.map((r) => r.subject);
@@ -53,6 +53,12 @@ describe('agentbench --quick', () => {
       expect(r.p50, r.subject).toBeGreaterThan(0);
       expect(r.p99, r.subject).toBeGreaterThanOrEqual(r.p50);
       expect(r.bytes, r.subject).toBeGreaterThan(0);
+      // An agentlink subject's ratio is the median of its rounds' ratios to its raw baseline's rounds.
+      if (r.baseline) {
+        const base = report.interleaved.find((b) => b.subject === r.baseline)!;
+        const ratios = r.roundP50s.map((p50, round) => p50 / base.roundP50s[round]!).sort((a, b) => a - b);
+        expect(r.ratio, r.subject).toBeCloseTo(ratios[1]!, 10);
+      }
     }
     for (const kind of ['agentlink quic', 'agentlink http2', 'agentlink ws']) {
       expect(report.fleet.find((f) => f.subject === kind && f.agents === 10)?.bytes).toBeGreaterThan(0);

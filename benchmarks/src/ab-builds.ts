@@ -2,7 +2,8 @@
  * A/B of two (or more) builds of agentlink in one process, for changes too small for agentbench to resolve on a
  * shared machine: each build's caller and handler talk over a real loopback channel, and the builds take turns in
  * short rounds, so drift lands on all of them alike. The figure is the median of per-round ratios to the first
- * build; on this 2-core VM it resolves differences of ~0.3% (about 0.2 µs of a 60 µs call).
+ * build. On this 2-core VM a build compared with a copy of itself reads within ~1% (about 0.5 µs of a 55 µs
+ * call): smaller differences need repeated runs in both orders.
  *
  *   pnpm build && pnpm --filter @agentlink/benchmarks ab-builds snapshot before
  *   (change something) pnpm build && pnpm --filter @agentlink/benchmarks ab-builds snapshot after

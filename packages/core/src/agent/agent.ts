@@ -10,7 +10,7 @@ import { networkDispatch } from './call-attempt.js';
 import { StreamItems, UnaryResult } from './call-results.js';
 import { ChannelPool, type PoolLimits, type PoolStats } from './channel-pool.js';
 import type { HandlerEntry, StreamHandler, UnaryHandler } from './handlers.js';
-import { serveInboundStream } from './inbound-call.js';
+import { serveInboundStream, type InboundDeps } from './inbound-call.js';
 import { composeInterceptors, type CallHandler, type Dispatch, type Interceptor } from './interceptor.js';
 import { OutboundCall, type CallOptions } from './outbound-call.js';
 import { AddressBook, formatPeerAddress, parsePeerReference } from './peer-address.js';
@@ -62,6 +62,8 @@ export class Agent {
   private readonly pool: ChannelPool;
   private readonly dispatch: Dispatch;
   private readonly maxFrameSize: number;
+  /** What serving a stream needs from the agent: one object for every stream served. */
+  private readonly inboundDeps: InboundDeps;
   private readonly defaultTimeoutMs: number;
   private listeners: Listener[] = [];
   private closedReason: AgentError | undefined;
@@ -69,6 +71,7 @@ export class Agent {
   private constructor(private readonly options: AgentOptions) {
     this.identity = options.identity ?? Identity.generate();
     this.maxFrameSize = options.maxFrameSize ?? DEFAULT_MAX_FRAME_SIZE;
+    this.inboundDeps = { maxFrameSize: this.maxFrameSize, handler: (method) => this.handlers.get(method) };
     this.defaultTimeoutMs = options.defaultTimeoutMs ?? 30_000;
     const dialer = new PeerDialer({
       transports: options.channels,
@@ -245,10 +248,7 @@ export class Agent {
   private serve(stream: ChannelStream, channel: Channel): void {
     if (this.closedReason) return stream.reset(this.closedReason);
     this.pool.touch(channel);
-    void serveInboundStream(stream, channel, {
-      maxFrameSize: this.maxFrameSize,
-      handler: (method) => this.handlers.get(method),
-    });
+    void serveInboundStream(stream, channel, this.inboundDeps);
   }
 
   /** Parses a peer reference once; later calls with the same text skip parsing and the address book. */

@@ -16,6 +16,7 @@ import { cpSync, existsSync, mkdirSync, readdirSync, realpathSync, rmSync, symli
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { median } from './median.js';
 
 const PACKAGES = ['core', 'http2', 'ws'];
 const root = fileURLToPath(new URL('../../', import.meta.url));
@@ -77,7 +78,6 @@ async function compare(builds: string[], channel: string, rounds: number, callsP
       if (round >= 2) perCall[index]!.push(((performance.now() - started) * 1000) / callsPerRound);
     }
   }
-  const median = (values: number[]): number => [...values].sort((a, b) => a - b)[values.length >> 1]!;
   console.log(`${channel}, 1 KB echo, caller and handler in one process; ${rounds} rounds of ${callsPerRound} calls per build`);
   console.log('| build | µs per call (median) | × first build (median of per-round ratios) |\n|---|---|---|');
   for (const [index, name] of builds.entries()) {

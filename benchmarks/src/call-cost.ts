@@ -10,6 +10,7 @@ import { http2 } from '@agentlink/http2';
 import { loadNative, quic } from '@agentlink/quic';
 import { webSocket } from '@agentlink/ws';
 import { SHAPE_PAYLOAD, serveShapes, shapeClient } from './http2-shapes.js';
+import { median } from './median.js';
 
 const payload = SHAPE_PAYLOAD;
 const CALLS = 20_000;
@@ -35,7 +36,7 @@ async function perCall(call: () => Promise<void>): Promise<number> {
     for (let i = 0; i < CALLS; i++) await call();
     runs.push(((performance.now() - started) * 1000) / CALLS);
   }
-  return runs.sort((a, b) => a - b)[2]!;
+  return median(runs);
 }
 
 const rows: Array<[string, number]> = [];

@@ -8,6 +8,7 @@
  */
 import { fork } from 'node:child_process';
 import { once } from 'node:events';
+import { median } from './median.js';
 import { serveShapes, shapeClient } from './http2-shapes.js';
 
 if (process.argv[2] === 'serve') {
@@ -37,7 +38,6 @@ if (process.argv[2] === 'serve') {
       if (round > 0) p50s[name]!.push(samples[samples.length >> 1]!); // round 0 warms up
     }
   }
-  const median = (values: number[]): number => [...values].sort((a, b) => a - b)[values.length >> 1]!;
   const base = median(p50s['raw echo']!);
   console.log(`node ${process.version}, 1 KB each way, median of ${rounds - 1} interleaved rounds of 3,000 calls`);
   console.log('| subject | p50 µs | × raw echo |\n|---|---|---|');

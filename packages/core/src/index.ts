@@ -4,7 +4,7 @@ export { AGENT_ID_LENGTH, agentIdFromPublicKey, isAgentId, parseAgentId, publicK
 export type { AgentId } from './identity/agent-id.js';
 export { Identity, publicKeyObject, rawPublicKey, verifySignature } from './identity/identity.js';
 export { loadIdentity, loadOrCreateIdentity, saveIdentity } from './identity/key-file.js';
-export { agentIdOfCertificate, authenticatePeer, selfSignedCertificate } from './identity/certificate.js';
+export { agentIdOfCertificate, authenticatePeer, secureContextOf, selfSignedCertificate } from './identity/certificate.js';
 export type { PeerCertificateSource, TlsCredentials } from './identity/certificate.js';
 export type {
   Channel,

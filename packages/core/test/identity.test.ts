@@ -13,7 +13,9 @@ import {
   loadOrCreateIdentity,
   parseAgentId,
   publicKeyFromAgentId,
+  authenticatePeer,
   saveIdentity,
+  secureContextOf,
   selfSignedCertificate,
   verifySignature,
 } from '../src/index.js';
@@ -120,5 +122,44 @@ describe('self-signed certificate', () => {
     const fake = { publicKey: createPublicKey(ec.privateKey) } as unknown as X509Certificate;
     expect(() => agentIdOfCertificate(fake)).toThrowError(expect.objectContaining({ code: 'UNAUTHENTICATED' }));
     expect(() => agentIdOfCertificate(undefined)).toThrowError(expect.objectContaining({ code: 'UNAUTHENTICATED' }));
+  });
+
+  it('secureContextOf makes one TLS 1.3 context per credentials, and both sides of a handshake prove their keys with it', async () => {
+    const { connect, TLSSocket } = await import('node:tls');
+    const { createServer } = await import('node:net');
+    const server = Identity.generate();
+    const client = Identity.generate();
+    const serverTls = selfSignedCertificate(server);
+    const clientTls = selfSignedCertificate(client);
+    expect(secureContextOf(clientTls)).toBe(secureContextOf(clientTls));
+    expect(secureContextOf(clientTls)).not.toBe(secureContextOf(selfSignedCertificate(client)));
+
+    // The server side as the relay's secure tunnel runs it: a TLSSocket over a stream it was handed.
+    const seenByServer: string[] = [];
+    const listener = createServer((raw) => {
+      const socket = new TLSSocket(raw, { isServer: true, secureContext: secureContextOf(serverTls), requestCert: true, rejectUnauthorized: false });
+      socket.once('secure', () => {
+        seenByServer.push(authenticatePeer(socket));
+        socket.end();
+      });
+      socket.on('error', () => raw.destroy());
+    });
+    await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+    const { port } = listener.address() as import('node:net').AddressInfo;
+    try {
+      for (let i = 0; i < 2; i++) {
+        const socket = connect({ port, host: '127.0.0.1', secureContext: secureContextOf(clientTls), rejectUnauthorized: false });
+        await new Promise<void>((resolve, reject) => socket.once('secureConnect', resolve).once('error', reject));
+        expect(socket.getProtocol()).toBe('TLSv1.3');
+        expect(authenticatePeer(socket, server.id)).toBe(server.id);
+        await new Promise((resolve) => socket.once('close', resolve).resume());
+      }
+      expect(seenByServer).toEqual([client.id, client.id]);
+      // Older than 1.3 is refused by the shared context, as by the PEM options it replaces.
+      const old = connect({ port, host: '127.0.0.1', maxVersion: 'TLSv1.2', rejectUnauthorized: false });
+      await expect(new Promise((resolve, reject) => old.once('secureConnect', resolve).once('error', reject))).rejects.toThrow();
+    } finally {
+      listener.close();
+    }
   });
 });

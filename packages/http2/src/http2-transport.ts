@@ -1,7 +1,7 @@
 import { connect, createSecureServer, type ClientHttp2Session, type SecureServerOptions } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import { AgentError, abortReason, authenticatePeer, type Channel, type DialContext, type ListenContext, type Listener, type Transport } from '@agentlink/core';
+import { AgentError, abortReason, authenticatePeer, secureContextOf, type Channel, type DialContext, type ListenContext, type Listener, type Transport } from '@agentlink/core';
 import { Http2Channel } from './http2-channel.js';
 import { Keepalive } from './keepalive.js';
 
@@ -99,9 +99,7 @@ export function http2(options: Http2Options = {}): Transport {
       return new Promise<Channel>((resolve, reject) => {
         const authority = `https://${address.host}`;
         const session: ClientHttp2Session = connect(authority, {
-          key: context.tls.key,
-          cert: context.tls.cert,
-          minVersion: 'TLSv1.3',
+          secureContext: secureContextOf(context.tls), // TLS 1.3 only, our key and certificate
           ALPNProtocols: ['h2'],
           rejectUnauthorized: false, // no CA: the server is trusted for the key it proves (below)
           settings,

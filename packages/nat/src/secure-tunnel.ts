@@ -1,6 +1,6 @@
 import { Duplex } from 'node:stream';
 import { connect, TLSSocket, type TLSSocket as TLSSocketType } from 'node:tls';
-import { AgentError, ChunkQueue, authenticatePeer, toAgentError, type AgentId, type ChannelStream, type TlsCredentials } from '@agentlink/core';
+import { AgentError, ChunkQueue, authenticatePeer, secureContextOf, toAgentError, type AgentId, type ChannelStream, type TlsCredentials } from '@agentlink/core';
 
 const HANDSHAKE_TIMEOUT_MS = 10_000;
 
@@ -100,7 +100,7 @@ export async function secureTunnel(
   options: { tls: TlsCredentials; role: 'client' | 'server'; expectedPeer: AgentId },
 ): Promise<{ peer: AgentId; stream: ChannelStream }> {
   const transport = duplexOf(tunnel);
-  const common = { key: options.tls.key, cert: options.tls.cert, minVersion: 'TLSv1.3' as const, rejectUnauthorized: false };
+  const common = { secureContext: secureContextOf(options.tls), rejectUnauthorized: false }; // TLS 1.3 only
   const socket =
     options.role === 'client'
       ? connect({ ...common, socket: transport, servername: undefined })

@@ -1,10 +1,11 @@
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
-import type { TLSSocket } from 'node:tls';
+import type { ConnectionOptions, TLSSocket } from 'node:tls';
 import {
   AgentError,
   abortReason,
   authenticatePeer,
+  secureContextOf,
   type Channel,
   type DialContext,
   type ListenContext,
@@ -12,7 +13,7 @@ import {
   type MuxOptions,
   type Transport,
 } from '@agentlink/core';
-import { WebSocket, WebSocketServer } from 'ws';
+import { WebSocket, WebSocketServer, type ClientOptions } from 'ws';
 import { channelOverWebSocket } from './web-socket-pipe.js';
 
 export interface WebSocketOptions {
@@ -110,15 +111,15 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
     dial(address: URL, context: DialContext): Promise<Channel> {
       return new Promise<Channel>((resolve, reject) => {
         if (context.signal.aborted) return reject(abortReason(context.signal));
-        const ws = new WebSocket(address, {
-          key: context.tls.key,
-          cert: context.tls.cert,
-          minVersion: 'TLSv1.3',
+        // ws hands its options to tls.connect, which takes a shared context (a field @types/ws does not list).
+        const clientOptions: ClientOptions & Pick<ConnectionOptions, 'secureContext'> = {
+          secureContext: secureContextOf(context.tls), // TLS 1.3 only, our key and certificate
           rejectUnauthorized: false,
           maxPayload,
           perMessageDeflate: false,
           localAddress: options.localAddress,
-        });
+        };
+        const ws = new WebSocket(address, clientOptions);
         let settled = false;
         const fail = (error: AgentError): void => {
           if (settled) return;

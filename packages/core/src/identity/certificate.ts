@@ -1,4 +1,5 @@
 import { X509Certificate, randomBytes, type KeyObject } from 'node:crypto';
+import { createSecureContext, type SecureContext } from 'node:tls';
 import { AgentError } from '../errors.js';
 import { agentIdFromPublicKey, type AgentId } from './agent-id.js';
 import { bitString, explicit, objectIdentifier, sequence, set, time, unsignedInteger, utf8String } from './der.js';
@@ -44,6 +45,22 @@ export function selfSignedCertificate(identity: Identity, now = new Date()): Tls
     keyDer: identity.privateKeyObject().export({ format: 'der', type: 'pkcs8' }),
     certDer: der,
   };
+}
+
+const secureContexts = new WeakMap<TlsCredentials, SecureContext>();
+
+/**
+ * The node:tls context of these credentials (TLS 1.3 only), made once and shared by every TLS socket that uses
+ * them, client or server side. Given a key and certificate instead, node parses both PEMs for every connection:
+ * ~0.6 ms of each dial, measured.
+ */
+export function secureContextOf(tls: TlsCredentials): SecureContext {
+  let context = secureContexts.get(tls);
+  if (!context) {
+    context = createSecureContext({ key: tls.key, cert: tls.cert, minVersion: 'TLSv1.3' });
+    secureContexts.set(tls, context);
+  }
+  return context;
 }
 
 function toPem(der: Buffer): string {

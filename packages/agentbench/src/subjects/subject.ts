@@ -4,7 +4,10 @@ export interface Subject {
   readonly name: string;
   /** Name of the raw subject this one is compared with (ratios), if it is an agentlink channel. */
   readonly baseline?: string;
-  /** Opens one fresh connection (handshake done, ready for requests) and returns it. */
+  /**
+   * A fresh connection: raw subjects complete the handshake here; agentlink dials on the session's first call,
+   * as an application's first `send` does. Connect time = this plus a first request/response either way.
+   */
   connect(): Promise<Session>;
   /** Releases what `connect` reuses between connections (an agent, a QUIC endpoint); run outside any timing. A later `connect` starts afresh. */
   dispose?(): Promise<void>;

@@ -25,7 +25,7 @@ const unvalidated = new Packr({ useRecords: false, moreTypes: false, int64AsType
 /** A frame is 4 bytes of length, then msgpack; on loopback a 1 KB frame arrives in one chunk. */
 const payloadOf = (chunk: Buffer): Buffer => chunk.subarray(4);
 
-/** A node:http2 TLS 1.3 server answering both shapes: `/echo` at the request's end, anything else at once. */
+/** A node:http2 TLS 1.3 server for every shape: `/echo` answers at the request's end, the others on its first bytes. */
 export async function serveShapes(): Promise<{ port: number; close(): void }> {
   const tls = selfSignedCertificate(Identity.generate());
   const server = createSecureServer({ key: tls.key, cert: tls.cert, minVersion: 'TLSv1.3', settings: { initialWindowSize: 8 << 20 } });

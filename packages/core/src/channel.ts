@@ -3,6 +3,7 @@ import type { AgentId } from './identity/agent-id.js';
 import type { TlsCredentials } from './identity/certificate.js';
 import type { Identity } from './identity/identity.js';
 import type { Priority } from './wire/messages.js';
+import type { Refusal } from './listener/refusal.js';
 
 /**
  * The contract every channel package implements. Small on purpose (like nats.js's transport): an authenticated
@@ -69,6 +70,8 @@ export interface TransportContext {
   tls: TlsCredentials;
   /** Called for every stream a peer opens on a channel of this agent. */
   onStream(stream: ChannelStream, channel: Channel): void;
+  /** Report of a peer turned away (limits, handshake, stream refusals); the agent publishes and counts it. */
+  onRefused?(refusal: Refusal): void;
 }
 
 export interface ListenContext extends TransportContext {

@@ -18,4 +18,6 @@ export const diagnosticChannels = {
   channelClose: diagnostics.channel('agentlink:channel:close'),
   /** `{ peer, from, to }` when a circuit breaker changes state. */
   breakerState: diagnostics.channel('agentlink:breaker:state'),
+  /** A `Refusal` (see listener/refusal.ts) when a connection, handshake, channel or stream from a peer was refused. */
+  peerRefused: diagnostics.channel('agentlink:peer:refused'),
 } as const;

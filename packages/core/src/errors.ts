@@ -18,6 +18,8 @@ export const ERROR_CODES = {
   INVALID_KEY_FILE: 11,
   CLOSED: 12,
   NOT_FOUND: 13,
+  /** The peer is authenticated but not allowed this channel or call (connection gate, inbound interceptor). */
+  PERMISSION_DENIED: 14,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -1,6 +1,7 @@
 import { AgentError } from '../errors.js';
 import type { Channel, ChannelPath, ChannelStream, ListenContext, Listener, Transport, TransportContext } from '../channel.js';
 import { diagnosticChannels } from '../diagnostics.js';
+import { refusalKey, type Refusal } from '../listener/refusal.js';
 import type { AgentId } from '../identity/agent-id.js';
 import { selfSignedCertificate } from '../identity/certificate.js';
 import { Identity } from '../identity/identity.js';
@@ -21,6 +22,12 @@ import { openTunnel } from './tunnel.js';
 import type { TunnelHandler } from './handlers.js';
 
 const RESOLVED_PEER_CACHE = 4096;
+
+/** The pool now, and the peers this agent turned away. */
+export interface AgentStats extends PoolStats {
+  /** Refusals counted by `stage:reason`, e.g. `{ 'connection:ip-rate': 3, 'authorization:gate': 1 }`. */
+  refusals: Record<string, number>;
+}
 
 export interface AgentOptions extends PoolLimits {
   /** The agent's key; a new one is generated when omitted (see loadOrCreateIdentity to persist it). */
@@ -66,6 +73,8 @@ export class Agent {
   private readonly inboundDeps: InboundDeps;
   private readonly defaultTimeoutMs: number;
   private listeners: Listener[] = [];
+  /** Peers turned away, by `stage:reason` (see listener/refusal.ts). */
+  private readonly refusals = new Map<string, number>();
   private closedReason: AgentError | undefined;
 
   private constructor(private readonly options: AgentOptions) {
@@ -215,8 +224,8 @@ export class Agent {
   }
 
   /** The pool now: channels (kind, calls in flight, health-check RTT) and calls waiting, by priority. */
-  stats(): PoolStats {
-    return this.pool.stats();
+  stats(): AgentStats {
+    return { ...this.pool.stats(), refusals: Object.fromEntries(this.refusals) };
   }
 
   /** Open channels, to one peer or to all. */
@@ -242,7 +251,15 @@ export class Agent {
       identity: this.identity,
       tls: selfSignedCertificate(this.identity),
       onStream: (stream: ChannelStream, channel: Channel) => this.serve(stream, channel),
+      onRefused: (refusal: Refusal) => this.refused(refusal),
     };
+  }
+
+  /** Every refusal leaves a trace: a diagnostics event and a counter (CallMetrics exports it). */
+  private refused(refusal: Refusal): void {
+    const key = refusalKey(refusal);
+    this.refusals.set(key, (this.refusals.get(key) ?? 0) + 1);
+    if (diagnosticChannels.peerRefused.hasSubscribers) diagnosticChannels.peerRefused.publish(refusal);
   }
 
   private serve(stream: ChannelStream, channel: Channel): void {

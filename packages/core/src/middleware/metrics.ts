@@ -28,9 +28,9 @@ export interface MetricsSnapshot {
   methods: Record<string, { outcomes: Record<string, number>; items: number; count: number; durationSumSeconds: number }>;
 }
 
-/** Where gauges of the pool come from: an Agent (its `stats()`). */
+/** Where gauges of the pool come from: an Agent (its `stats()`), with the peers it refused when it counts them. */
 export interface PoolStatsSource {
-  stats(): PoolStats;
+  stats(): PoolStats & { refusals?: Record<string, number> };
 }
 
 /**
@@ -116,6 +116,13 @@ export class CallMetrics {
       for (const [priority, n] of Object.entries(stats.pendingCalls)) lines.push(`agentlink_pending_calls{priority="${priority}"} ${n}`);
       family('agentlink_channels', 'gauge', 'Open channels, by kind.');
       for (const [kind, n] of Object.entries(stats.channelsByKind)) lines.push(`agentlink_channels{kind=${label(kind)}} ${n}`);
+      if (stats.refusals) {
+        family('agentlink_refusals_total', 'counter', 'Peers turned away, by stage (connection, handshake, authorization, stream) and reason.');
+        for (const [key, n] of Object.entries(stats.refusals)) {
+          const [stage, reason] = key.split(':', 2) as [string, string];
+          lines.push(`agentlink_refusals_total{stage=${label(stage)},reason=${label(reason ?? '')}} ${n}`);
+        }
+      }
     }
     return `${lines.join('\n')}\n`;
   }

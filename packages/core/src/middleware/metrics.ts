@@ -58,9 +58,9 @@ export class CallMetrics {
       dispatch(call, {
         onStart: (control) => handler.onStart?.(control),
         onResponse: (body) => handler.onResponse?.(body),
-        onItem: (item) => {
+        onItem: (item, size) => {
           metrics.items++;
-          return handler.onItem?.(item);
+          return handler.onItem?.(item, size);
         },
         onEnd: () => {
           finish('OK');

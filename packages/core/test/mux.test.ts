@@ -2,11 +2,14 @@ import { describe, expect, it } from 'vitest';
 import { AgentError, Identity, MuxedChannel, type ChannelStream } from '../src/index.js';
 
 /** Two multiplexers joined by an in-memory pipe that delivers asynchronously, like a socket. */
-function pair(options: { window?: number; maxInboundStreams?: number } = {}) {
+type PairOptions = { window?: number; maxInboundStreams?: number };
+
+/** `options` for both sides, or `listenerOptions` for the listener (b) when given. */
+function pair(options: PairOptions = {}, listenerOptions: PairOptions = options) {
   const accepted: ChannelStream[] = [];
   const make = (role: 'dialer' | 'listener', deliver: (m: Uint8Array) => void, onClose: () => void) =>
     new MuxedChannel({
-      ...options,
+      ...(role === 'dialer' ? options : listenerOptions),
       kind: 'test',
       peer: Identity.generate().id,
       remoteAddress: 'memory',
@@ -58,17 +61,39 @@ describe('mux', () => {
   });
 
   it('blocks a writer at the window until the reader consumes', async () => {
-    const { a, accepted } = pair({ window: 1000 });
+    const { a, accepted } = pair();
     const stream = await a.openStream();
     let written = false;
-    const write = stream.write(Buffer.alloc(3000, 1)).then(() => (written = true));
-    for (let i = 0; i < 5; i++) await tick();
+    const size = 3 * 256 * 1024;
+    const write = stream.write(Buffer.alloc(size, 1)).then(() => (written = true));
+    for (let i = 0; i < 10; i++) await tick();
     expect(written).toBe(false);
     const remote = accepted[0]!;
     let received = 0;
-    while (received < 3000) received += (await remote.read())!.length;
+    while (received < size) received += (await remote.read())!.length;
     await write;
-    expect(received).toBe(3000);
+    expect(received).toBe(size);
+  });
+
+  it('each side announces a larger window (SETTINGS): a 4 MiB receiver gets 4 MiB in flight, a default one 256 KiB', async () => {
+    const { a, b, accepted } = pair({ window: 4 * 1024 * 1024 }, {});
+    await tick();
+    // a (4 MiB window) opens a stream to b (default window): a may send 256 KiB; b may send 4 MiB back.
+    const stream = await a.openStream();
+    let sent = 0;
+    void stream.write(Buffer.alloc(1024 * 1024)).then(() => (sent = 1024 * 1024));
+    for (let i = 0; i < 10; i++) await tick();
+    expect(sent).toBe(0); // held at b's 256 KiB
+    const remote = accepted[0]!;
+    let answered = false;
+    void remote.write(Buffer.alloc(4 * 1024 * 1024 - 1)).then(() => (answered = true));
+    for (let i = 0; i < 100 && !answered; i++) await tick();
+    expect(answered).toBe(true); // within a's announced window, nothing read yet
+    expect(b.isClosed).toBe(false);
+  });
+
+  it('a window below the initial 256 KiB is refused with INVALID_ARGUMENT', () => {
+    expect(() => pair({ window: 1000 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
   });
 
   it('a reset reaches the peer with its code and fails local reads with the local reason', async () => {
@@ -116,14 +141,15 @@ describe('mux', () => {
   });
 
   it('a peer overrunning the window gets its stream reset with PROTOCOL_ERROR', async () => {
-    const { a, b, accepted } = pair({ window: 100 });
+    const { a, b, accepted } = pair();
     const stream = await a.openStream();
     await stream.write(Buffer.from('hi'));
     await tick();
-    // Forge DATA frames past the window, as a misbehaving peer would.
-    const data = Buffer.alloc(5 + 150);
+    // Forge DATA frames past the 256 KiB window, as a misbehaving peer would.
+    const data = Buffer.alloc(5 + 150 * 1024);
     data[0] = 1;
     data.writeUInt32BE(1, 1);
+    b.receive(data);
     b.receive(data);
     await expect(accepted[0]!.read()).rejects.toMatchObject({ code: 'PROTOCOL_ERROR' });
     await expect(stream.read()).rejects.toMatchObject({ code: 'PROTOCOL_ERROR' });

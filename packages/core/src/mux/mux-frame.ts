@@ -9,7 +9,14 @@ export const MuxFrameType = {
   fin: 3,
   reset: 4,
   goaway: 5,
+  settings: 6,
 } as const;
+
+/**
+ * Send credit every stream starts with, before the peer's SETTINGS say otherwise. A side's receive window is at
+ * least this (so credit granted before its SETTINGS arrive never overruns it); a larger one is announced.
+ */
+export const INITIAL_WINDOW = 256 * 1024;
 
 export type MuxFrameTypeNumber = (typeof MuxFrameType)[keyof typeof MuxFrameType];
 export const MUX_HEADER_BYTES = 5;

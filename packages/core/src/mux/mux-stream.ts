@@ -44,10 +44,13 @@ export class MuxStream implements ChannelStream {
   constructor(
     readonly id: number,
     private readonly host: MuxStreamHost,
+    /** Bytes we accept unread: our receive window. */
     private readonly window: number,
+    /** Bytes the peer accepts unread, as far as we know now (its SETTINGS may raise it later). */
+    sendWindow: number,
     origin: 'local' | 'remote',
   ) {
-    this.sendCredit = window;
+    this.sendCredit = sendWindow;
     this.announced = origin === 'remote';
   }
 

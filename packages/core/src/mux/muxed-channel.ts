@@ -1,7 +1,7 @@
 import { AgentError, errorCodeFromNumber, errorCodeToNumber } from '../errors.js';
 import type { Channel, ChannelKind, ChannelPath, ChannelStream, OpenStreamOptions } from '../channel.js';
 import type { AgentId } from '../identity/agent-id.js';
-import { encodeGoaway, encodeMuxFrame, encodeU32Frame, MUX_HEADER_BYTES, MuxFrameType } from './mux-frame.js';
+import { encodeGoaway, encodeMuxFrame, encodeU32Frame, INITIAL_WINDOW, MUX_HEADER_BYTES, MuxFrameType } from './mux-frame.js';
 import { MuxStream, type MuxStreamHost } from './mux-stream.js';
 import { readU32 } from '../util/bytes.js';
 import { WeightedPriorityQueue } from '../scheduler/priority-queue.js';
@@ -18,7 +18,7 @@ export interface MessagePipe {
 }
 
 export interface MuxOptions {
-  /** Per-stream receive window in bytes (default 256 KiB). */
+  /** Per-stream receive window in bytes (default and minimum 256 KiB); a larger one is announced to the peer. */
   window?: number;
   /** Largest DATA frame body (default 64 KiB). */
   maxChunk?: number;
@@ -61,6 +61,8 @@ export class MuxedChannel implements Channel, MuxStreamHost {
 
   private readonly pipe: MessagePipe;
   private readonly window: number;
+  /** The peer's receive window: the protocol's initial one until its SETTINGS say more. */
+  private peerWindow = INITIAL_WINDOW;
   private readonly maxInboundStreams: number;
   private readonly highWaterMark: number;
   private readonly maxUnsentBytes: number;
@@ -82,7 +84,10 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     this.initiator = init.role === 'dialer' ? 'local' : 'remote';
     this.pipe = init.pipe;
     this.onStream = init.onStream;
-    this.window = init.window ?? 256 * 1024;
+    this.window = init.window ?? INITIAL_WINDOW;
+    if (!Number.isSafeInteger(this.window) || this.window < INITIAL_WINDOW || this.window > 0xffff_ffff) {
+      throw new AgentError('INVALID_ARGUMENT', `mux.window must be an integer from ${INITIAL_WINDOW} to ${0xffff_ffff}, got ${String(init.window)}`);
+    }
     this.maxChunk = init.maxChunk ?? 64 * 1024;
     this.maxInboundStreams = init.maxInboundStreams ?? 1024;
     this.highWaterMark = init.highWaterMark ?? 1024 * 1024;
@@ -90,6 +95,8 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     this.onRefused = init.onRefused;
     this.nextId = init.role === 'dialer' ? 1 : 2;
     this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
+    // A window above the initial one is announced first thing, so the peer's streams can use it.
+    if (this.window > INITIAL_WINDOW) this.send(encodeU32Frame(MuxFrameType.settings, 0, this.window));
   }
 
   get isClosed(): boolean {
@@ -110,7 +117,7 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     if (id > 0xffff_ffff) throw new AgentError('RESOURCE_EXHAUSTED', 'stream ids exhausted on this channel');
     this.nextId += 2;
     // Announced lazily, by its first frame: a call's OPEN and request leave as one message.
-    const stream = new MuxStream(id, this, this.window, 'local');
+    const stream = new MuxStream(id, this, this.window, this.peerWindow, 'local');
     if (options?.priority) stream.priority = options.priority;
     this.streams.set(id, stream);
     return stream;
@@ -160,6 +167,9 @@ export class MuxedChannel implements Channel, MuxStreamHost {
         });
         return;
       }
+      case MuxFrameType.settings:
+        if (body.length !== 4) return this.protocolError('settings frame body must be 4 bytes');
+        return this.peerSettings(readU32(body, 0));
       default:
         return this.protocolError(`unknown mux frame type ${type}`);
     }
@@ -233,6 +243,15 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     this.onRefused?.({ stage: 'stream', reason, kind: this.kind, remoteAddress: this.remoteAddress, peer: this.peer, code: error.code });
   }
 
+  /** The peer announced its receive window: streams open now get the difference as credit, new ones start with it. */
+  private peerSettings(window: number): void {
+    if (window < INITIAL_WINDOW) return this.protocolError(`peer announced a window of ${window}, below the initial ${INITIAL_WINDOW}`);
+    const raise = window - this.peerWindow;
+    this.peerWindow = window;
+    if (raise <= 0) return;
+    for (const stream of this.streams.values()) stream.onWindow(raise);
+  }
+
   private acceptStream(id: number, firstBytes: Uint8Array): void {
     if (id % 2 === this.nextId % 2 || id === 0) return this.protocolError(`peer opened stream ${id} with our parity`);
     if (this.streams.has(id)) return this.protocolError(`peer reopened live stream ${id}`);
@@ -243,7 +262,7 @@ export class MuxedChannel implements Channel, MuxStreamHost {
       this.send(encodeU32Frame(MuxFrameType.reset, id, errorCodeToNumber('RESOURCE_EXHAUSTED')));
       return;
     }
-    const stream = new MuxStream(id, this, this.window, 'remote');
+    const stream = new MuxStream(id, this, this.window, this.peerWindow, 'remote');
     this.streams.set(id, stream);
     this.inboundCount++;
     if (firstBytes.length > 0) stream.onData(firstBytes);

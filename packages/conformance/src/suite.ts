@@ -98,6 +98,24 @@ export function runConformanceSuite(target: ConformanceTarget): void {
       expect((reason as AgentError).code).toBe('CANCELLED');
     });
 
+    it('after an abort the caller sees no further item, and the handler sees the cancel', async () => {
+      const finished = once(events, 'finally');
+      const controller = new AbortController();
+      let afterAbort = 0;
+      const consume = (async () => {
+        // No delay: items pile up in the caller's buffers faster than the loop takes them.
+        for await (const token of client.stream<string>(address, 'tokens', { count: 1_000_000 }, { signal: controller.signal })) {
+          if (controller.signal.aborted) afterAbort++;
+          if (token === 'token-100') controller.abort(new AgentError('CANCELLED', 'the user pressed stop'));
+        }
+      })();
+      const error = await rejection(consume);
+      expect(error.code).toBe('CANCELLED');
+      expect(afterAbort).toBe(0);
+      const [, reason] = await within(finished, 2000, "the producer's finally");
+      expect((reason as AgentError).code).toBe('CANCELLED');
+    });
+
     it('a passed deadline gives DEADLINE_EXCEEDED to the caller and to the handler', async () => {
       const aborted = once(events, 'aborted');
       const started = Date.now();

@@ -254,7 +254,7 @@ export class Agent {
    */
   async *stream<Out = unknown>(peer: string, method: string, body?: unknown, options: CallOptions = {}): AsyncGenerator<Out, void, undefined> {
     const call = this.newCall(peer, method, body, 'stream', options, undefined);
-    const items = new StreamItems<Out>();
+    const items = new StreamItems<Out>(() => call.abortReason);
     this.start(call, items);
     try {
       for (;;) {
@@ -369,7 +369,10 @@ export class Agent {
     const started = observed ? performance.now() : 0;
     if (observed) diagnosticChannels.callStart.publish({ call });
     this.dispatch(call, {
-      onStart: (control) => handler.onStart?.(control),
+      onStart: (control) => {
+        call.started(control);
+        handler.onStart?.(control);
+      },
       onResponse: (body) => handler.onResponse?.(body),
       onItem: (item, size) => handler.onItem?.(item, size),
       onEnd: () => {

@@ -5,7 +5,6 @@ import type { WireMessage } from '../wire/messages.js';
 import { LazyAbort } from '../util/lazy-abort.js';
 import type { ChannelPool } from './channel-pool.js';
 import type { CallControl, CallHandler, CallInfo, Dispatch } from './interceptor.js';
-import type { OutboundCall } from './outbound-call.js';
 import type { InboundBudget } from './inbound-budget.js';
 
 export interface AttemptDeps {
@@ -20,7 +19,7 @@ const MAX_TRANSPARENT_RETRIES = 5;
 
 /** The innermost dispatch: one attempt of a call over the network. */
 export function networkDispatch(deps: AttemptDeps): Dispatch {
-  return (call: CallInfo, handler: CallHandler) => void new CallAttempt(deps, call as OutboundCall, handler).run();
+  return (call: CallInfo, handler: CallHandler) => void new CallAttempt(deps, call, handler).run();
 }
 
 /**
@@ -35,7 +34,7 @@ class CallAttempt implements CallControl {
 
   constructor(
     private readonly deps: AttemptDeps,
-    private readonly call: OutboundCall,
+    private readonly call: CallInfo,
     private readonly handler: CallHandler,
   ) {}
 
@@ -46,7 +45,6 @@ class CallAttempt implements CallControl {
 
   async run(): Promise<void> {
     const { call, handler } = this;
-    call.current = this;
     handler.onStart?.(this);
     for (let resend = 0; ; resend++) {
       try {
@@ -89,6 +87,9 @@ class CallAttempt implements CallControl {
     const framed = this.framed!;
     for (;;) {
       const message = await framed.receive();
+      // Frames already decoded from one chunk keep coming after an abort: the caller must see none of them.
+      const aborted = this.aborted.reason ?? this.call.abortReason;
+      if (aborted) throw aborted;
       switch (message?.type) {
         case 'response':
           this.succeed();
@@ -121,7 +122,6 @@ class CallAttempt implements CallControl {
   /** The call ended as the protocol says: end our side of the stream and free the slot. */
   private succeed(): void {
     this.settled = true;
-    this.call.current = undefined;
     const stream = this.framed?.stream;
     if (stream) {
       stream.end().catch(() => undefined);
@@ -140,7 +140,6 @@ class CallAttempt implements CallControl {
   }
 
   private finishWith(error: AgentError): void {
-    if (this.call.current === this) this.call.current = undefined;
     this.handler.onError(error);
   }
 

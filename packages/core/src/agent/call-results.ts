@@ -51,6 +51,9 @@ export class StreamItems<Out> implements CallHandler {
   private waiter: { resolve(pull: Pull<Out>): void; reject(error: AgentError): void } | undefined;
   private release: (() => void) | undefined;
 
+  /** `abortedBy`: why the whole call was aborted, once it was; from then on nothing buffered is handed out. */
+  constructor(private readonly abortedBy: () => AgentError | undefined = () => undefined) {}
+
   get finished(): boolean {
     return this.ended || this.failure !== undefined;
   }
@@ -83,8 +86,16 @@ export class StreamItems<Out> implements CallHandler {
     this.wake();
   }
 
-  /** The next item, the end, or the call's error. */
+  /** The next item, the end, or the call's error (at once after an abort: buffered items are dropped). */
   next(): Promise<Pull<Out>> {
+    const aborted = this.abortedBy();
+    if (aborted) {
+      this.buffered.length = 0;
+      this.sizes.length = 0;
+      this.bufferedBytes = 0;
+      this.unhold();
+      return Promise.reject(aborted);
+    }
     if (this.buffered.length > 0) {
       const value = this.buffered.shift()!;
       this.bufferedBytes -= this.sizes.shift()!;

@@ -42,8 +42,11 @@ export class OutboundCall implements CallInfo {
   readonly priority: Priority;
   metadata: Readonly<Record<string, string>>;
   readonly idempotent: boolean;
-  /** The attempt in flight, which an abort of the whole call cancels. */
-  current: CallControl | undefined;
+  /**
+   * The control the outermost handler received (undici's controller model): aborting the whole call goes through
+   * it, so interceptors that wrap the control (retry) see the abort and stop.
+   */
+  private control: CallControl | undefined;
   private readonly aborted = new LazyAbort();
   private readonly timer: NodeJS.Timeout | undefined;
   private finished = false;
@@ -99,7 +102,13 @@ export class OutboundCall implements CallInfo {
 
   abort(reason: AgentError): void {
     if (this.finished || !this.aborted.abort(reason)) return;
-    this.current?.abort(reason);
+    this.control?.abort(reason);
+  }
+
+  /** The outermost handler's `onStart`: from now on an abort of the call is passed to `control`. */
+  started(control: CallControl): void {
+    this.control = control;
+    if (this.aborted.reason) control.abort(this.aborted.reason);
   }
 
   /** The call reached its end (either way): stop the deadline timer and forget the caller's signal. */

@@ -11,12 +11,11 @@ import type { OutboundCall } from './outbound-call.js';
  * once the tunnel is open: a tunnel lasts as long as its owner wants and must not hold back calls.
  */
 export async function openTunnel(pool: ChannelPool, call: OutboundCall, maxFrameSize: number): Promise<{ stream: ChannelStream; accepted: unknown }> {
-  const abortController = new AbortController();
-  call.current = { abort: (reason) => abortController.abort(reason) };
   const channel = pool.tryReserve(call.peer) ?? (await pool.reserve(call.peer, call.priority, call.signal));
   let stream: ChannelStream | undefined;
-  const onAbort = (): void => stream?.reset(abortController.signal.reason as AgentError);
-  abortController.signal.addEventListener('abort', onAbort, { once: true });
+  // Tunnels skip the interceptors: the call's own signal is their one abort route.
+  const onAbort = (): void => stream?.reset(call.abortReason!);
+  call.signal.addEventListener('abort', onAbort, { once: true });
   try {
     stream = await channel.openStream({ priority: call.priority });
     if (call.abortReason) throw call.abortReason;
@@ -32,8 +31,7 @@ export async function openTunnel(pool: ChannelPool, call: OutboundCall, maxFrame
     stream?.reset(failure);
     throw failure;
   } finally {
-    abortController.signal.removeEventListener('abort', onAbort);
-    call.current = undefined;
+    call.signal.removeEventListener('abort', onAbort);
     pool.release(channel);
   }
 }

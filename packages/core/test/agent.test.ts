@@ -1,5 +1,5 @@
 import type { Channel, DialContext, ListenContext, Transport } from '../src/index.js';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { AgentError, Identity, createAgent, type Agent } from '../src/index.js';
 import { memoryTransport } from './memory-transport.js';
 
@@ -159,5 +159,35 @@ describe('channel choice', () => {
     expect(reason.code).toBe('CLOSED');
     expect(reason.message).toMatch(/idle/);
     expect(await client.send(address, 'echo', 'redial')).toBe('redial');
+  });
+
+  it('a dial that fails for a passing reason is tried again with jittered backoff; a wrong key is not', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const network = new Map<string, ListenContext>();
+      const server = await createAgent({ channels: [memoryTransport(network, 'flaky')] });
+      server.handle('echo', (body: unknown) => body);
+      const memory = memoryTransport(network);
+      let resets = 2;
+      const flaky: Transport = {
+        ...memory,
+        dial: (url, context) => (resets-- > 0 ? Promise.reject(new AgentError('UNAVAILABLE', 'read ECONNRESET')) : memory.dial(url, context)),
+      };
+      const client = await createAgent({ channels: [flaky] });
+      agents.push(server, client);
+      const reply = client.send(server.addresses[0]!, 'echo', 'third time lucky', { timeoutMs: 5000 });
+      await vi.advanceTimersByTimeAsync(50 + 100); // the two backoffs at most: 50 ms, then 100 ms (full jitter)
+      expect(await reply).toBe('third time lucky');
+      expect(resets).toBe(-1);
+
+      let wrongKeyDials = 0;
+      const impostor: Transport = { ...memory, dial: () => (wrongKeyDials++, Promise.reject(new AgentError('UNAUTHENTICATED', 'wrong key'))) };
+      const careful = await createAgent({ channels: [impostor] });
+      agents.push(careful);
+      await expect(careful.send(server.addresses[0]!, 'echo', 1, { timeoutMs: 5000 })).rejects.toMatchObject({ code: 'UNAUTHENTICATED' });
+      expect(wrongKeyDials).toBe(1);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

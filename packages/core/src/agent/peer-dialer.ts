@@ -17,6 +17,10 @@ export interface PeerDialerOptions {
 }
 
 const DIAL_STAGGER_MS = 250;
+/** A dial that failed for a passing reason (a reset during a storm of dials) is tried again, this often in all. */
+const DIAL_ATTEMPTS = 3;
+/** Backoff before the second attempt; doubled after, with full jitter so a fleet does not retry in step. */
+const DIAL_BACKOFF_MS = 50;
 
 /**
  * Opens one channel to a peer from its known addresses: candidates in the agent's channel order (e.g. quic,
@@ -64,14 +68,27 @@ export class PeerDialer {
     const timer = setTimeout(() => controller.abort(new AgentError('UNAVAILABLE', `connect timed out after ${timeoutMs} ms`)), timeoutMs);
     const onClosing = (): void => controller.abort(closing.reason);
     closing.addEventListener('abort', onClosing, { once: true });
+    // Addresses no configured channel dials fail the same way every time: no second try for them.
+    const dialable = urls.some((url) => this.options.transports.some((t) => t.protocols.includes(url.protocol)));
     try {
-      return await this.dialAddresses(peer, urls, controller.signal);
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await this.dialAddresses(peer, urls, controller.signal);
+        } catch (error) {
+          // Only reachability failures are worth another try; a wrong key, a cancel or a timeout are final.
+          const failure = error as AgentError;
+          const final = failure.code !== 'UNAVAILABLE' || !dialable || controller.signal.aborted;
+          if (final || attempt >= DIAL_ATTEMPTS) throw failure;
+          await backoff(DIAL_BACKOFF_MS * 2 ** (attempt - 1), controller.signal);
+        }
+      }
     } finally {
       clearTimeout(timer);
       closing.removeEventListener('abort', onClosing);
     }
   }
 
+  /** Dials the candidates (the addresses some configured channel dials), happy-eyeballs style. */
   private async dialAddresses(peer: AgentId, urls: URL[], signal: AbortSignal): Promise<Channel> {
     const transports = this.options.transports;
     const failures: AgentError[] = [];
@@ -100,4 +117,19 @@ export class PeerDialer {
     const detail = failures.map((f) => f.message).join('; ');
     throw new AgentError('UNAVAILABLE', `cannot reach ${peer}: ${detail}`, { cause: failures[0] });
   }
+}
+
+/** Waits a random time up to `capMs` (full jitter); rejects with the signal's reason if it aborts first. */
+function backoff(capMs: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, Math.random() * capMs);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
 }

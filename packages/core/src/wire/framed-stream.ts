@@ -52,7 +52,9 @@ export class FramedStream implements BudgetHolder {
       if (chunk === undefined) {
         if (!this.decoder.idle) {
           this.budget?.set(this, 0);
-          throw new AgentError('PROTOCOL_ERROR', 'stream ended inside a frame');
+          // A session torn down mid-frame (a killed peer, on HTTP/2) ends streams this way: that is a lost
+          // connection, retryable, not bytes that broke the protocol.
+          throw new AgentError('UNAVAILABLE', 'stream ended inside a frame: the connection was lost');
         }
         return undefined;
       }

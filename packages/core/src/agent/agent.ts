@@ -2,6 +2,7 @@ import { AgentError } from '../errors.js';
 import type { Channel, ChannelPath, ChannelStream, ListenContext, Listener, Transport, TransportContext } from '../channel.js';
 import { diagnosticChannels } from '../diagnostics.js';
 import { refusalKey, type Refusal } from '../listener/refusal.js';
+import { nonNegativeInteger, positiveInteger } from '../util/options.js';
 import type { AgentId } from '../identity/agent-id.js';
 import { selfSignedCertificate } from '../identity/certificate.js';
 import { Identity } from '../identity/identity.js';
@@ -73,14 +74,16 @@ export interface AgentOptions extends PoolLimits {
 }
 
 const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
+
+/** A deadline option: milliseconds ≥ 0, or Infinity for none. */
+function nonNegativeNumberOrInfinity(name: string, value: number | undefined, fallback: number): number {
+  if (value === Number.POSITIVE_INFINITY) return value;
+  return nonNegativeInteger(name, value, fallback);
+}
 const DEFAULT_INBOUND_BYTES_PER_CHANNEL = 32 * 1024 * 1024;
 const DEFAULT_INBOUND_BYTES = 256 * 1024 * 1024;
 
-function positiveInteger(name: string, value: number | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (!Number.isSafeInteger(value) || value <= 0) throw new AgentError('INVALID_ARGUMENT', `${name} must be a positive integer, got ${String(value)}`);
-  return value;
-}
+
 
 /** The path new calls to a peer take now. */
 export interface PathInfo {
@@ -140,7 +143,8 @@ export class Agent {
       refused: (refusal) => this.refused(refusal),
       dispatch: inbound.length > 0 ? composeInterceptors(inbound, serveCall) : undefined,
     };
-    this.defaultTimeoutMs = options.defaultTimeoutMs ?? 30_000;
+    this.defaultTimeoutMs = nonNegativeNumberOrInfinity('defaultTimeoutMs', options.defaultTimeoutMs, 30_000);
+    positiveInteger('connectTimeoutMs', options.connectTimeoutMs, 10_000);
     const dialer = new PeerDialer({
       transports: options.channels,
       addresses: this.addressBook,

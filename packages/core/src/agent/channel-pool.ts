@@ -4,6 +4,7 @@ import type { Channel, ChannelPath } from '../channel.js';
 import { diagnosticChannels } from '../diagnostics.js';
 import type { AgentId } from '../identity/agent-id.js';
 import { WeightedPriorityQueue } from '../scheduler/priority-queue.js';
+import { nonNegativeInteger, positiveInteger } from '../util/options.js';
 import { PRIORITIES, type Priority } from '../wire/messages.js';
 import type { PeerDialer } from './peer-dialer.js';
 
@@ -102,10 +103,17 @@ export class ChannelPool {
 
   constructor(private readonly options: ChannelPoolOptions) {
     setMaxListeners(0, this.closing.signal); // every dial in flight listens to it
-    const given = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
-    this.limits = { ...DEFAULTS, ...given } as Required<PoolLimits>;
-    for (const [name, value] of Object.entries(this.limits)) {
-      if (typeof value === 'number' && !(value >= 0)) throw new AgentError('INVALID_ARGUMENT', `${name} must be a non-negative number`);
+    this.limits = {
+      maxCallsPerChannel: positiveInteger('maxCallsPerChannel', options.maxCallsPerChannel, DEFAULTS.maxCallsPerChannel),
+      maxChannelsPerPeer: positiveInteger('maxChannelsPerPeer', options.maxChannelsPerPeer, DEFAULTS.maxChannelsPerPeer),
+      minChannelsPerPeer: nonNegativeInteger('minChannelsPerPeer', options.minChannelsPerPeer, DEFAULTS.minChannelsPerPeer),
+      maxChannels: positiveInteger('maxChannels', options.maxChannels, DEFAULTS.maxChannels),
+      maxPendingCalls: nonNegativeInteger('maxPendingCalls', options.maxPendingCalls, DEFAULTS.maxPendingCalls),
+      idleTimeoutMs: nonNegativeInteger('idleTimeoutMs', options.idleTimeoutMs, DEFAULTS.idleTimeoutMs),
+      healthCheckIntervalMs: nonNegativeInteger('healthCheckIntervalMs', options.healthCheckIntervalMs, DEFAULTS.healthCheckIntervalMs),
+    };
+    if (this.limits.minChannelsPerPeer > this.limits.maxChannelsPerPeer) {
+      throw new AgentError('INVALID_ARGUMENT', `minChannelsPerPeer (${this.limits.minChannelsPerPeer}) must not exceed maxChannelsPerPeer (${this.limits.maxChannelsPerPeer})`);
     }
   }
 

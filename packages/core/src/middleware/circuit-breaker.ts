@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import { positiveInteger, positiveNumber } from '../util/options.js';
 import { AgentError, type ErrorCode } from '../errors.js';
 import { diagnosticChannels } from '../diagnostics.js';
 import type { AgentId } from '../identity/agent-id.js';
@@ -49,9 +50,9 @@ export class CircuitBreaker extends EventEmitter<{ state: [BreakerStateChange] }
 
   constructor(options: CircuitBreakerOptions = {}) {
     super();
-    this.failureThreshold = options.failureThreshold ?? 5;
-    this.openMs = options.openMs ?? 10_000;
-    this.halfOpenCalls = options.halfOpenCalls ?? 1;
+    this.failureThreshold = positiveInteger('circuitBreaker failureThreshold', options.failureThreshold, 5);
+    this.openMs = positiveNumber('circuitBreaker openMs', options.openMs, 10_000);
+    this.halfOpenCalls = positiveInteger('circuitBreaker halfOpenCalls', options.halfOpenCalls, 1);
     this.failOn = new Set(options.failOn ?? DEFAULT_FAIL_ON);
     this.interceptor = (dispatch) => (call, handler) => {
       const circuit = this.admit(call.peer);

@@ -2,6 +2,7 @@ import { AgentError } from '../errors.js';
 import type { AgentId } from '../identity/agent-id.js';
 import type { Interceptor } from '../agent/interceptor.js';
 import { TokenBucket } from './token-bucket.js';
+import { nonNegativeNumber, positiveNumber } from '../util/options.js';
 
 export interface BucketOptions {
   /** Calls per second, sustained. */
@@ -31,13 +32,15 @@ const MAX_PEER_BUCKETS = 10_000;
  * RESOURCE_EXHAUSTED before anything is sent.
  */
 export function rateLimit(options: RateLimitOptions): Interceptor {
-  for (const bucket of [options.global, options.perPeer]) {
-    if (bucket && !(bucket.ratePerSecond > 0)) throw new AgentError('INVALID_ARGUMENT', 'ratePerSecond must be positive');
+  for (const [scope, bucket] of [['global', options.global], ['perPeer', options.perPeer]] as const) {
+    if (!bucket) continue;
+    positiveNumber(`rateLimit ${scope}.ratePerSecond`, bucket.ratePerSecond, 0);
+    positiveNumber(`rateLimit ${scope}.burst`, bucket.burst, 1);
   }
   const makeBucket = (b: BucketOptions) => new TokenBucket(b.ratePerSecond, b.burst ?? Math.max(1, b.ratePerSecond));
   const global = options.global ? makeBucket(options.global) : undefined;
   const peers = new Map<AgentId, TokenBucket>();
-  const maxWaitMs = options.maxWaitMs ?? 1000;
+  const maxWaitMs = nonNegativeNumber('rateLimit maxWaitMs', options.maxWaitMs, 1000);
 
   const peerBucket = (peer: AgentId): TokenBucket | undefined => {
     if (!options.perPeer) return undefined;

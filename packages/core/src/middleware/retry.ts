@@ -1,5 +1,6 @@
 import { AgentError, type ErrorCode } from '../errors.js';
 import type { CallControl, CallHandler, CallInfo, Dispatch, Interceptor } from '../agent/interceptor.js';
+import { nonNegativeNumber, positiveInteger } from '../util/options.js';
 
 export interface RetryOptions {
   /** Attempts in all, the first included (default 4). */
@@ -22,9 +23,9 @@ const DEFAULT_CODES: readonly ErrorCode[] = ['UNAVAILABLE', 'RESOURCE_EXHAUSTED'
  */
 export function retry(options: RetryOptions = {}): Interceptor {
   const settings = {
-    maxAttempts: options.maxAttempts ?? 4,
-    baseDelayMs: options.baseDelayMs ?? 50,
-    maxDelayMs: options.maxDelayMs ?? 2000,
+    maxAttempts: positiveInteger('retry maxAttempts', options.maxAttempts, 4),
+    baseDelayMs: nonNegativeNumber('retry baseDelayMs', options.baseDelayMs, 50),
+    maxDelayMs: nonNegativeNumber('retry maxDelayMs', options.maxDelayMs, 2000),
     retryOn: new Set(options.retryOn ?? DEFAULT_CODES),
     onRetry: options.onRetry,
   };

@@ -1,6 +1,7 @@
 import { AgentError } from '../errors.js';
 import type { CallControl, Interceptor } from '../agent/interceptor.js';
 import { tapHandler } from '../agent/interceptor.js';
+import { positiveNumber } from '../util/options.js';
 
 export interface TimeoutOptions {
   /** Longest one attempt may take, in milliseconds. */
@@ -14,9 +15,8 @@ export interface TimeoutOptions {
  * own deadline still bounds the whole call; placed inside `retry()`, a slow attempt is retried.
  */
 export function timeout(options: TimeoutOptions): Interceptor {
-  for (const ms of [options.ms, ...Object.values(options.methods ?? {})]) {
-    if (!(ms > 0)) throw new AgentError('INVALID_ARGUMENT', `timeout ms must be positive, got ${ms}`);
-  }
+  positiveNumber('timeout ms', options.ms, 0);
+  for (const [method, ms] of Object.entries(options.methods ?? {})) positiveNumber(`timeout methods.${method}`, ms, 0);
   return (dispatch) => (call, handler) => {
     const ms = options.methods?.[call.method] ?? options.ms;
     let control: CallControl | undefined;

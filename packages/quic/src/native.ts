@@ -27,10 +27,22 @@ export interface NativeConnection {
   stats(): { rttMs: number; sentBytes: number; receivedBytes: number; lostPackets: number; congestionWindow: number };
 }
 
+/** A peer the engine turned away before it became a connection (see native/src/listener.rs). */
+export interface NativeRefusal {
+  stage: 'connection' | 'handshake';
+  /** max-connections, max-connections-per-ip, ip-rate; handshake-timeout, no-certificate, wrong-key, wrong-key-type, tls-alert, handshake-failed. */
+  reason: string;
+  remoteAddress: string;
+  /** Empty for limit refusals. */
+  detail: string;
+}
+
 export interface NativeEndpoint {
   readonly localPort: number;
   connect(host: string, port: number, expectedKey: Buffer, timeoutMs: number): Promise<NativeConnection>;
   accept(): Promise<NativeConnection | null>;
+  /** The next refusal, or null once the endpoint is closed. */
+  nextRefusal(): Promise<NativeRefusal | null>;
   recvRaw(): Promise<{ host: string; port: number; data: Buffer } | null>;
   sendRaw(host: string, port: number, data: Buffer): Promise<void>;
   close(code: number, reason: string): void;
@@ -46,6 +58,10 @@ export interface EndpointOptions {
   streamWindow?: number;
   connectionWindow?: number;
   maxStreams?: number;
+  maxConnections?: number;
+  maxConnectionsPerIp?: number;
+  newConnectionsPerIpPerSecond?: number;
+  handshakeTimeoutMs?: number;
 }
 
 export interface NativeBinding {

@@ -3,16 +3,19 @@ import {
   abortReason,
   agentIdFromPublicKey,
   publicKeyFromAgentId,
+  resolveListenerLimits,
   type Channel,
   type DialContext,
   type ListenContext,
   type Listener,
+  type ListenerLimits,
   type Transport,
   type TransportContext,
 } from '@agentlink/core';
 import { fromNative } from './native-errors.js';
 import { loadNative, type NativeEndpoint } from './native.js';
 import { QuicChannel } from './quic-channel.js';
+import { reportRefusals } from './quic-refusals.js';
 
 export interface QuicOptions {
   /** UDP port to listen on (0 = any free port). Omit both port and host to only dial. */
@@ -21,16 +24,24 @@ export interface QuicOptions {
   host?: string;
   /** A peer silent this long is gone; keep-alives go out every third of it (default 10 s). */
   idleTimeoutMs?: number;
-  /** Upper bound of one QUIC handshake (default 5 s). */
+  /** Upper bound of one QUIC handshake we dial (default 5 s); a listener's is `limits.handshakeTimeoutMs`. */
   connectTimeoutMs?: number;
   /** Receive windows in bytes: per stream (default 2 MiB) and per connection (default 16 MiB). */
   streamWindow?: number;
   connectionWindow?: number;
   /** Streams a peer may have open at once (default 1024). */
   maxStreams?: number;
+  /**
+   * What strangers may hold of the listener before proving a key, checked by the engine before any TLS work
+   * (core's ListenerLimits, same defaults as every channel: 4,096 connections, 1,024 per IP, 200 new per IP
+   * per second with a burst of 5 s worth, handshakes within 5 s). Refusals reach `agent.stats().refusals`.
+   */
+  limits?: ListenerLimits;
 }
 
 let warnedUnavailable = false;
+
+const u32 = (n: number): number => Math.min(n, 0xffff_ffff);
 
 /**
  * The QUIC channel, on agentlink's own engine. One UDP socket per agent both listens and dials (so two agents
@@ -39,6 +50,7 @@ let warnedUnavailable = false;
  */
 export function quic(options: QuicOptions = {}): Transport & { endpoint(): Promise<NativeEndpoint | undefined> } {
   const listens = options.port !== undefined || options.host !== undefined;
+  const limits = resolveListenerLimits(options.limits);
   let endpoint: Promise<NativeEndpoint> | undefined;
 
   const bind = (context: TransportContext, accept: boolean, host: string, port: number): Promise<NativeEndpoint> => {
@@ -55,6 +67,11 @@ export function quic(options: QuicOptions = {}): Transport & { endpoint(): Promi
         streamWindow: options.streamWindow,
         connectionWindow: options.connectionWindow,
         maxStreams: options.maxStreams,
+        // The engine takes u32s; larger limits mean "no limit" in practice, so they are capped rather than refused.
+        maxConnections: u32(limits.maxConnections),
+        maxConnectionsPerIp: u32(limits.maxConnectionsPerIp),
+        newConnectionsPerIpPerSecond: u32(limits.newConnectionsPerIpPerSecond),
+        handshakeTimeoutMs: u32(limits.handshakeTimeoutMs),
       })
       .catch((error: unknown) => Promise.reject(fromNative(error)));
   };
@@ -79,6 +96,7 @@ export function quic(options: QuicOptions = {}): Transport & { endpoint(): Promi
       const bound = bind(context, true, host, options.port ?? 0);
       endpoint = bound;
       const listening = await bound;
+      void reportRefusals(listening, context);
       void (async () => {
         for (;;) {
           const connection = await listening.accept();

@@ -3,6 +3,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use quinn::{Connection, VarInt};
 
+use crate::admission::Admitted;
 use crate::errors::{coded, connection_error};
 use crate::live::{Live, CONNECTIONS};
 use crate::stream::QuicStream;
@@ -28,6 +29,8 @@ pub struct QuicConnection {
     stable_id: f64,
     peer_key: [u8; 32],
     live: std::sync::Mutex<Option<Live>>,
+    /// An accepted connection's place in the listener limits, given back on `release` (or when collected).
+    admitted: std::sync::Mutex<Option<Admitted>>,
 }
 
 impl QuicConnection {
@@ -38,7 +41,14 @@ impl QuicConnection {
             connection: std::sync::Mutex::new(Some(connection)),
             peer_key,
             live: std::sync::Mutex::new(Some(Live::new(&CONNECTIONS))),
+            admitted: std::sync::Mutex::new(None),
         }
+    }
+
+    pub fn accepted(connection: Connection, peer_key: [u8; 32], admitted: Admitted) -> Self {
+        let this = Self::new(connection, peer_key);
+        *this.admitted.lock().unwrap_or_else(|e| e.into_inner()) = Some(admitted);
+        this
     }
 
     fn get(&self) -> Result<Connection> {
@@ -107,6 +117,9 @@ impl QuicConnection {
         }
         if let Some(live) = self.live.lock().ok().and_then(|mut l| l.take()) {
             live.release();
+        }
+        if let Ok(mut admitted) = self.admitted.lock() {
+            admitted.take();
         }
     }
 

@@ -4,12 +4,14 @@ use std::time::Duration;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
-use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
-use quinn::{ClientConfig, EndpointConfig, IdleTimeout, ServerConfig, TokioRuntime, TransportConfig, VarInt};
+use quinn::crypto::rustls::QuicClientConfig;
+use quinn::{ClientConfig, EndpointConfig, IdleTimeout, TokioRuntime, TransportConfig, VarInt};
 use tokio::sync::{mpsc, watch, Mutex};
 
+use crate::admission::{Admission, Limits};
 use crate::connection::{missing_key, QuicConnection};
 use crate::errors::{coded, connection_error};
+use crate::listener::{self, Accepted, RefusalEvent, REFUSAL_QUEUE};
 use crate::raw_socket::{RawDatagram, SplittingSocket, RAW_QUEUE};
 use crate::tls::{self, Credentials};
 
@@ -31,6 +33,23 @@ pub struct EndpointOptions {
     pub connection_window: Option<u32>,
     /// Streams a peer may have open at once (default 1024).
     pub max_streams: Option<u32>,
+    /// Listener limits (core's ListenerLimits, resolved by JavaScript; defaults as there): connections held
+    /// in all and per IP, new connections per IP per second (burst 5 s worth), and the handshake deadline.
+    pub max_connections: Option<u32>,
+    pub max_connections_per_ip: Option<u32>,
+    pub new_connections_per_ip_per_second: Option<u32>,
+    pub handshake_timeout_ms: Option<u32>,
+}
+
+/// A peer turned away before it became a connection in JavaScript (see listener.rs).
+#[napi(object)]
+pub struct RefusalJs {
+    /// "connection" (listener limits, before any TLS work) or "handshake".
+    pub stage: String,
+    /// e.g. max-connections, max-connections-per-ip, ip-rate, handshake-timeout, no-certificate, wrong-key.
+    pub reason: String,
+    pub remote_address: String,
+    pub detail: String,
 }
 
 #[napi(object)]
@@ -47,7 +66,8 @@ pub struct QuicEndpoint {
     socket: Arc<SplittingSocket>,
     credentials: Arc<Credentials>,
     transport: Arc<TransportConfig>,
-    incoming: Mutex<mpsc::Receiver<QuicConnection>>,
+    incoming: Mutex<mpsc::Receiver<Accepted>>,
+    refusals: Mutex<mpsc::Receiver<RefusalEvent>>,
     raw: Mutex<mpsc::Receiver<RawDatagram>>,
     closed: watch::Sender<bool>,
 }
@@ -66,6 +86,21 @@ fn transport_config(options: &EndpointOptions) -> Result<TransportConfig> {
         .max_concurrent_bidi_streams(VarInt::from_u32(options.max_streams.unwrap_or(1024)))
         .max_concurrent_uni_streams(VarInt::from_u32(0));
     Ok(config)
+}
+
+fn limits(options: &EndpointOptions) -> Limits {
+    let defaults = Limits::default();
+    let positive = |value: Option<u32>, default: u32| value.filter(|v| *v > 0).unwrap_or(default);
+    Limits {
+        max_connections: positive(options.max_connections, defaults.max_connections),
+        max_connections_per_ip: positive(options.max_connections_per_ip, defaults.max_connections_per_ip),
+        new_connections_per_ip_per_second: positive(options.new_connections_per_ip_per_second, defaults.new_connections_per_ip_per_second),
+        handshake_timeout: options
+            .handshake_timeout_ms
+            .filter(|v| *v > 0)
+            .map(|ms| Duration::from_millis(ms as u64))
+            .unwrap_or(defaults.handshake_timeout),
+    }
 }
 
 /// Binds an endpoint. Async because the socket must be registered with the engine's runtime.
@@ -93,12 +128,9 @@ pub async fn bind_endpoint(options: EndpointOptions) -> Result<QuicEndpoint> {
     // Peers must not grease the QUIC bit: a packet with top bits 00 is then never QUIC, so STUN can share the port.
     let mut endpoint_config = EndpointConfig::default();
     endpoint_config.grease_quic_bit(false);
+    let admission = Admission::new(limits(&options));
     let server_config = if options.accept {
-        let crypto = QuicServerConfig::try_from(tls::server_config(&credentials).map_err(|e| coded("INVALID_ARGUMENT", e))?)
-            .map_err(|e| coded("INVALID_ARGUMENT", e))?;
-        let mut config = ServerConfig::with_crypto(Arc::new(crypto));
-        config.transport_config(transport.clone());
-        Some(config)
+        Some(listener::server_config(&credentials, transport.clone(), &admission).map_err(|e| coded("INVALID_ARGUMENT", e))?)
     } else {
         None
     };
@@ -106,8 +138,9 @@ pub async fn bind_endpoint(options: EndpointOptions) -> Result<QuicEndpoint> {
         .map_err(|e| coded("UNAVAILABLE", e))?;
 
     let (incoming_tx, incoming_rx) = mpsc::channel(64);
+    let (refusals_tx, refusals_rx) = mpsc::channel(REFUSAL_QUEUE);
     if options.accept {
-        tokio::spawn(accept_loop(endpoint.clone(), incoming_tx));
+        tokio::spawn(listener::accept_loop(endpoint.clone(), admission, incoming_tx, refusals_tx));
     }
     Ok(QuicEndpoint {
         endpoint,
@@ -115,25 +148,10 @@ pub async fn bind_endpoint(options: EndpointOptions) -> Result<QuicEndpoint> {
         credentials,
         transport,
         incoming: Mutex::new(incoming_rx),
+        refusals: Mutex::new(refusals_rx),
         raw: Mutex::new(raw_rx),
         closed: watch::channel(false).0,
     })
-}
-
-/// Accepts connections and runs their handshakes concurrently; failed handshakes cost only themselves.
-async fn accept_loop(endpoint: quinn::Endpoint, established: mpsc::Sender<QuicConnection>) {
-    while let Some(incoming) = endpoint.accept().await {
-        let established = established.clone();
-        tokio::spawn(async move {
-            let Ok(connection) = incoming.await else { return };
-            match tls::peer_key(&connection) {
-                Some(key) => {
-                    let _ = established.send(QuicConnection::new(connection, key)).await;
-                }
-                None => connection.close(VarInt::from_u32(8), b"no agent key"),
-            }
-        });
-    }
 }
 
 fn bracket(host: &str) -> String {
@@ -182,7 +200,24 @@ impl QuicEndpoint {
         let mut closed = self.closed.subscribe();
         let mut incoming = self.incoming.lock().await;
         tokio::select! {
-            connection = incoming.recv() => connection,
+            accepted = incoming.recv() => accepted.map(|a| QuicConnection::accepted(a.connection, a.peer_key, a.admitted)),
+            _ = closed.wait_for(|c| *c) => None,
+        }
+    }
+
+    /// The next peer refused before it became a connection (listener limits, failed handshakes), or null once
+    /// the endpoint is closed.
+    #[napi]
+    pub async fn next_refusal(&self) -> Option<RefusalJs> {
+        let mut closed = self.closed.subscribe();
+        let mut refusals = self.refusals.lock().await;
+        tokio::select! {
+            event = refusals.recv() => event.map(|e| RefusalJs {
+                stage: e.stage.into(),
+                reason: e.reason.into(),
+                remote_address: e.remote.to_string(),
+                detail: e.detail,
+            }),
             _ = closed.wait_for(|c| *c) => None,
         }
     }

@@ -19,6 +19,10 @@ pub fn connection_error(error: &ConnectionError) -> Error {
         ConnectionError::Reset => coded("UNAVAILABLE", "connection reset by peer"),
         ConnectionError::TransportError(e) if is_crypto(e.code) => coded("UNAUTHENTICATED", e),
         ConnectionError::ConnectionClosed(close) if is_crypto(close.error_code) => coded("UNAUTHENTICATED", close),
+        // What a listener answers at its connection limits (listener.rs); retryable later, like any exhaustion.
+        ConnectionError::ConnectionClosed(close) if close.error_code == quinn::TransportErrorCode::CONNECTION_REFUSED => {
+            coded("RESOURCE_EXHAUSTED", "the listener refused the connection (at its connection limits, or closing)")
+        }
         other => coded("UNAVAILABLE", other),
     }
 }

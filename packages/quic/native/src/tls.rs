@@ -12,18 +12,23 @@ use rustls::{DigitallySignedStruct, DistinguishedName, Error, SignatureScheme};
 
 pub const ALPN: &[u8] = b"agentlink/1";
 
+/// Words our verifiers' errors start with. quinn hands a failed handshake's error over as text only, so the
+/// listener tells these reasons apart by them (see handshake.rs); the colon keeps one from matching the other.
+pub const WRONG_KEY: &str = "wrong-key:";
+pub const WRONG_KEY_TYPE: &str = "wrong-key-type:";
+
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
 fn verify_ed25519(key: &[u8], message: &[u8], dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, Error> {
     if dss.scheme != SignatureScheme::ED25519 {
-        return Err(Error::General(format!("agent keys sign with Ed25519, peer used {:?}", dss.scheme)));
+        return Err(Error::General(format!("{WRONG_KEY_TYPE} agent keys sign with Ed25519, peer used {:?}", dss.scheme)));
     }
     ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, key)
         .verify(message, dss.signature())
         .map(|_| HandshakeSignatureValid::assertion())
-        .map_err(|_| Error::General("peer does not hold the key it presents".into()))
+        .map_err(|_| Error::General(format!("{WRONG_KEY} peer does not hold the key it presents")))
 }
 
 /// The Ed25519 key of a certificate: SubjectPublicKeyInfo is the 7th field of TBSCertificate (RFC 5280),
@@ -103,6 +108,10 @@ impl ServerCertVerifier for PinnedServerKey {
     }
 }
 
+fn no_agent_key() -> Error {
+    Error::General(format!("{WRONG_KEY_TYPE} client certificate has no Ed25519 agent key"))
+}
+
 #[derive(Debug)]
 struct AnyAgentKey;
 
@@ -118,7 +127,7 @@ impl ClientCertVerifier for AnyAgentKey {
     fn verify_client_cert(&self, end_entity: &CertificateDer<'_>, _: &[CertificateDer<'_>], _: UnixTime) -> Result<ClientCertVerified, Error> {
         ed25519_key_of(end_entity)
             .map(|_| ClientCertVerified::assertion())
-            .ok_or_else(|| Error::General("client certificate has no Ed25519 agent key".into()))
+            .ok_or_else(no_agent_key)
     }
 
     fn verify_tls12_signature(&self, _: &[u8], _: &CertificateDer<'_>, _: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, Error> {
@@ -126,7 +135,7 @@ impl ClientCertVerifier for AnyAgentKey {
     }
 
     fn verify_tls13_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, Error> {
-        let key = ed25519_key_of(cert).ok_or_else(|| Error::General("client certificate has no Ed25519 agent key".into()))?;
+        let key = ed25519_key_of(cert).ok_or_else(no_agent_key)?;
         verify_ed25519(&key, message, dss)
     }
 
@@ -156,13 +165,19 @@ pub fn server_config(credentials: &Credentials) -> Result<rustls::ServerConfig, 
 }
 
 pub fn client_config(credentials: &Credentials, expected: [u8; 32]) -> Result<rustls::ClientConfig, Error> {
-    let mut config = rustls::ClientConfig::builder_with_provider(provider())
-        .with_protocol_versions(&[&rustls::version::TLS13])?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(PinnedServerKey { expected }))
-        .with_client_auth_cert(vec![credentials.cert.clone()], credentials.key())?;
+    let mut config = client_builder(expected)?.with_client_auth_cert(vec![credentials.cert.clone()], credentials.key())?;
     config.alpn_protocols = vec![ALPN.to_vec()];
     Ok(config)
+}
+
+/// A client that pins the server's key, before its own certificate is chosen (tests build odd clients on it).
+pub(crate) fn client_builder(
+    expected: [u8; 32],
+) -> Result<rustls::ConfigBuilder<rustls::ClientConfig, rustls::client::WantsClientCert>, Error> {
+    Ok(rustls::ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(PinnedServerKey { expected })))
 }
 
 /// The authenticated key of a connection's peer, from the certificate it presented in the handshake.

@@ -1,0 +1,117 @@
+//! The accepting side of an endpoint: every arrival passes the listener limits before any TLS work, every
+//! handshake has its own deadline, and every refusal is reported (JavaScript turns reports into core Refusals).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use quinn::crypto::rustls::QuicServerConfig;
+use quinn::{ServerConfig, TransportConfig, VarInt};
+use tokio::sync::mpsc;
+
+use crate::admission::{Admission, Admitted};
+use crate::handshake::{classify, HandshakeFailure};
+use crate::tls::{self, Credentials};
+
+/// Refusal reports waiting for JavaScript; more are dropped rather than queued without bound (a flood of
+/// refusals must not cost memory; JavaScript drains the queue on every turn of its event loop).
+pub const REFUSAL_QUEUE: usize = 1024;
+/// Bytes quinn buffers for one arrival not yet accepted or refused, beyond its first datagram. We decide at
+/// once, and without 0-RTT a client sends only a few Initial datagrams before our answer: 64 KiB is ample.
+const INCOMING_BUFFER: u64 = 64 * 1024;
+/// The same, for all undecided arrivals together (quinn's default is 100 MiB).
+const INCOMING_BUFFER_TOTAL: u64 = 8 * 1024 * 1024;
+
+/// A connection refused or dropped before it reached JavaScript.
+#[derive(Debug)]
+pub struct RefusalEvent {
+    /// 'connection' (listener limits, before TLS) or 'handshake'.
+    pub stage: &'static str,
+    pub reason: &'static str,
+    pub remote: SocketAddr,
+    pub detail: String,
+}
+
+/// A connection that completed its handshake and proved an agent key, still holding its place in the limits.
+pub struct Accepted {
+    pub connection: quinn::Connection,
+    pub peer_key: [u8; 32],
+    pub admitted: Admitted,
+}
+
+/// quinn's server config for a listener: our TLS, our transport settings, and quinn's own bounds on arrivals
+/// that wait for the accept loop (which decides each at once, so the loop's limits are the ones that bind).
+pub fn server_config(credentials: &Credentials, transport: Arc<TransportConfig>, admission: &Admission) -> Result<ServerConfig, String> {
+    let tls = tls::server_config(credentials).map_err(|e| e.to_string())?;
+    let crypto = QuicServerConfig::try_from(tls).map_err(|e| e.to_string())?;
+    let mut config = ServerConfig::with_crypto(Arc::new(crypto));
+    config
+        .transport_config(transport)
+        .max_incoming(admission.limits().max_connections as usize)
+        .incoming_buffer_size(INCOMING_BUFFER)
+        .incoming_buffer_size_total(INCOMING_BUFFER_TOTAL);
+    Ok(config)
+}
+
+fn report(refusals: &mpsc::Sender<RefusalEvent>, event: RefusalEvent) {
+    let _ = refusals.try_send(event);
+}
+
+/// Accepts arrivals until the endpoint closes. Each one is admitted by the limits (or refused with QUIC's
+/// CONNECTION_REFUSED, a stateless answer smaller than the client's Initial) before quinn does any TLS work;
+/// admitted handshakes run concurrently, each bounded by the handshake timeout.
+pub async fn accept_loop(
+    endpoint: quinn::Endpoint,
+    admission: Arc<Admission>,
+    established: mpsc::Sender<Accepted>,
+    refusals: mpsc::Sender<RefusalEvent>,
+) {
+    let handshake_timeout = admission.limits().handshake_timeout;
+    while let Some(incoming) = endpoint.accept().await {
+        let remote = incoming.remote_address();
+        let admitted = match admission.admit(remote.ip()) {
+            Ok(admitted) => admitted,
+            Err(refused) => {
+                incoming.refuse();
+                report(&refusals, RefusalEvent { stage: "connection", reason: refused.reason(), remote, detail: String::new() });
+                continue;
+            }
+        };
+        let connecting = match incoming.accept() {
+            Ok(connecting) => connecting,
+            Err(error) => {
+                let (failure, detail) = classify(&error);
+                report(&refusals, RefusalEvent { stage: "handshake", reason: failure.reason(), remote, detail });
+                continue;
+            }
+        };
+        let established = established.clone();
+        let refusals = refusals.clone();
+        tokio::spawn(async move {
+            // On timeout the handshake is dropped, which closes it; its place in the limits goes with `admitted`.
+            let failure = match tokio::time::timeout(handshake_timeout, connecting).await {
+                Err(_) => (
+                    HandshakeFailure::Timeout,
+                    format!("no completed handshake within {} ms", handshake_timeout.as_millis()),
+                ),
+                Ok(Err(error)) => classify(&error),
+                Ok(Ok(connection)) => match tls::peer_key(&connection) {
+                    Some(peer_key) => {
+                        let _ = established.send(Accepted { connection, peer_key, admitted }).await;
+                        return;
+                    }
+                    None => {
+                        connection.close(VarInt::from_u32(8), b"no agent key");
+                        (HandshakeFailure::WrongKeyType, "handshake completed without an Ed25519 agent key".into())
+                    }
+                },
+            };
+            let (failure, detail) = failure;
+            drop(admitted); // the place is free before anyone hears of the refusal
+            report(&refusals, RefusalEvent { stage: "handshake", reason: failure.reason(), remote, detail });
+        });
+    }
+}
+
+#[cfg(test)]
+#[path = "listener_tests.rs"]
+mod tests;

@@ -1,13 +1,14 @@
 import { createServer, type Server } from 'node:http';
 import { AgentError, createAgent, loadOrCreateIdentity, type Agent, type AgentId, type CallContext, type Identity } from '@agentlink/core';
-import { startStunServer, verifyRecord, type SignedRecord } from '@agentlink/nat';
+import { verifyRecord, type SignedRecord } from '@agentlink/nat';
 import { webSocket } from '@agentlink/ws';
-import { DEFAULT_CONFIG, type RendezvousConfig } from './config.js';
+import { DEFAULT_CONFIG, checkConfig, type RendezvousConfig } from './config.js';
 import { PerIpRate, ipOf } from './ip-limits.js';
 import { silentLogger, type Logger } from './log.js';
 import { MemoryRegistry, type RegistryStore } from './registry.js';
 import { RendezvousMetrics } from './metrics.js';
 import { Relays } from './relay.js';
+import { startStunServer } from './stun-server.js';
 
 export interface RendezvousOptions extends Partial<RendezvousConfig> {
   identity?: Identity;
@@ -39,6 +40,11 @@ const MAX_FRAME = 64 * 1024;
  */
 export async function startRendezvous(options: RendezvousOptions = {}): Promise<Rendezvous> {
   const config: RendezvousConfig = { ...DEFAULT_CONFIG, ...definedOnly(options) };
+  checkConfig(config);
+  if (config.allowAgents) {
+    // Waits for core's connection gate: createAgent({ allowPeers: config.allowAgents }) below, once on main.
+    throw new AgentError('INVALID_ARGUMENT', 'allowAgents needs core\'s allowPeers, which this build does not have yet');
+  }
   const log = options.log ?? silentLogger;
   const identity = options.identity ?? (config.keyFile ? await loadOrCreateIdentity(config.keyFile) : undefined);
   const registry = options.registry ?? new MemoryRegistry();
@@ -55,10 +61,18 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
   };
   const agent = await createAgent({
     identity,
+    // Once ws takes core's ListenerLimits (`limits`), this becomes `limits: listenerLimits(config)` in place of
+    // admitConnection (the same per-IP rate, plus connection caps and the handshake bound).
     channels: [webSocket({ port: config.port, host: config.host, admitConnection })],
     maxFrameSize: MAX_FRAME,
+    interceptors: [metrics.calls.interceptor],
   });
-  const stun = await Promise.all(config.stunPorts.map((port) => startStunServer(config.host, port)));
+  const stunRate = new PerIpRate(config.stunRequestsPerSecondPerIp);
+  const stun = await Promise.all(
+    config.stunPorts.map((port) =>
+      startStunServer({ host: config.host, port, rate: stunRate, onDatagram: (outcome, received, sent) => metrics.stunDatagram(outcome, received, sent) }),
+    ),
+  );
 
   const refuse = (reason: string, error: AgentError): never => {
     metrics.rejected(reason);
@@ -145,7 +159,7 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
         response.end(JSON.stringify({ ok: true, registered: registry.size, relays: relays.count }));
       } else if (request.url === '/metrics') {
         response.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
-        response.end(metrics.prometheus(registry.size, relays));
+        response.end(metrics.prometheus(registry.size, relays, agent));
       } else {
         response.writeHead(404).end();
       }
@@ -167,7 +181,7 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
       clearInterval(sweeper);
       await new Promise<void>((resolve) => (http ? http.close(() => resolve()) : resolve()));
       http?.closeAllConnections();
-      for (const s of stun) s.close();
+      await Promise.all(stun.map((s) => s.close()));
       await agent.close();
       log('info', 'rendezvous stopped');
     },

@@ -7,7 +7,9 @@ import { startRendezvous, type Rendezvous } from './rendezvous.js';
 
 let rendezvous: Rendezvous;
 try {
-  const config: RendezvousConfig = configFrom(process.argv.slice(2), process.env);
+  // `npm run start -- --port 1` drops the `--`; pnpm 10 passes it on: accept both.
+  const argv = process.argv[2] === '--' ? process.argv.slice(3) : process.argv.slice(2);
+  const config: RendezvousConfig = configFrom(argv, process.env);
   rendezvous = await startRendezvous({ ...config, log: jsonLogger });
 } catch (error) {
   // A wrong setting or key file is the operator's to fix: one line saying which, no stack trace.

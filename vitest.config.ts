@@ -18,11 +18,15 @@ class PlainSummaryReporter implements Reporter {
   }
 }
 
+/** Tests that need root (network namespaces, nftables): `pnpm test:natlab`, run by CI beside `pnpm test`. */
+export const ROOT_ONLY_TESTS = ['apps/rendezvous/test/nat-lab.test.ts'];
+
 export default defineConfig({
   resolve: { conditions: ['source'] },
   ssr: { resolve: { conditions: ['source'], externalConditions: ['source'] } },
   test: {
     include: ['packages/*/test/**/*.test.ts', 'apps/*/test/**/*.test.ts'],
+    exclude: ['**/node_modules/**', ...ROOT_ONLY_TESTS],
     pool: 'forks',
     // Leak tests collect garbage before they measure, so they see leaks rather than the collector's timing.
     execArgv: ['--expose-gc'],

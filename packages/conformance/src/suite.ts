@@ -262,6 +262,25 @@ export function runConformanceSuite(target: ConformanceTarget): void {
       }
     });
 
+    it('the connection gate refuses a stranger with PERMISSION_DENIED before any handler runs, and admits a friend', async () => {
+      const friend = Identity.generate();
+      let ran = 0;
+      const gated = await createAgent({ channels: [factory(target.listenOptions)], allowPeers: [friend.id] });
+      gated.handle('work', () => ++ran);
+      const stranger = await createAgent({ channels: [dialer()] });
+      const welcome = await createAgent({ identity: friend, channels: [dialer()] });
+      try {
+        const error = await rejection(stranger.send(gated.addresses[0]!, 'work', undefined, { timeoutMs: 5000 }));
+        expect(error.code).toBe('PERMISSION_DENIED');
+        expect(ran).toBe(0);
+        expect(gated.stats().refusals['authorization:gate']).toBeGreaterThanOrEqual(1);
+        expect(await welcome.send(gated.addresses[0]!, 'work')).toBe(1);
+      } finally {
+        await Promise.all([stranger.close(), welcome.close()]);
+        await gated.close();
+      }
+    });
+
     it('the serving agent can call the caller back over the same channel', async () => {
       expect(await client.send(address, 'call-back', 'ping-pong')).toBe('ping-pong');
       expect(server.channels(client.id)).toHaveLength(1);

@@ -29,6 +29,7 @@ export type { CallMode, Priority, WireMessage } from './wire/messages.js';
 export { Agent, createAgent } from './agent/agent.js';
 export type { AgentOptions, AgentStats, PathInfo } from './agent/agent.js';
 export type { AgentPlugin } from './agent/plugin.js';
+export type { AuthorizePeer, GateOptions } from './agent/connection-gate.js';
 export type { CallOptions } from './agent/outbound-call.js';
 export type { CallContext, StreamHandler, TunnelHandler, UnaryHandler } from './agent/handlers.js';
 export { formatPeerAddress, parsePeerReference } from './agent/peer-address.js';

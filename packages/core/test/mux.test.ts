@@ -147,5 +147,70 @@ describe('mux', () => {
     mux.drained();
     await Promise.all(writes);
   });
+
+  it('refuses streams past the limit, and closes a flooding peer that does not read instead of queueing refusals', async () => {
+    const sent: Buffer[] = [];
+    const refusals: string[] = [];
+    let unsent = 0; // the peer never reads: every byte we send stays unsent
+    let closedWith: AgentError | undefined;
+    const channel = new MuxedChannel({
+      kind: 'test',
+      peer: Identity.generate().id,
+      remoteAddress: 'memory',
+      role: 'listener',
+      maxInboundStreams: 4,
+      highWaterMark: 64,
+      onStream: () => undefined,
+      onRefused: (refusal) => refusals.push(`${refusal.stage}:${refusal.reason}`),
+      pipe: {
+        send: (m) => {
+          sent.push(Buffer.from(m));
+          unsent += m.length;
+        },
+        get bufferedAmount() {
+          return unsent;
+        },
+        close: (reason) => (closedWith = reason),
+      },
+    });
+    const open = (id: number) => {
+      const frame = Buffer.alloc(5);
+      frame[0] = 0; // OPEN, no bytes
+      frame.writeUInt32BE(id, 1);
+      channel.receive(frame);
+    };
+    for (let i = 0; i < 4; i++) open(2 * i + 1);
+    expect(channel.activeStreams).toBe(4);
+    open(9); // past the limit, pipe not congested: a RESET goes out
+    expect(sent.at(-1)![0]).toBe(4);
+    expect(refusals).toEqual(['stream:max-streams']);
+    // The flood goes on while our refusals sit unread: after the high-water mark, no more refusals are queued.
+    for (let id = 11; id < 200_001; id += 2) open(id);
+    expect(closedWith?.code).toBe('RESOURCE_EXHAUSTED');
+    expect(channel.isClosed).toBe(true);
+    expect(unsent).toBeLessThan(64 + 9 * 8);
+    expect(refusals.at(-1)).toBe('stream:not-reading');
+    expect((await channel.closed).code).toBe('RESOURCE_EXHAUSTED');
+  });
+
+  it('closes a channel whose control frames pile up unread past maxUnsentBytes', async () => {
+    let unsent = 0;
+    let closedWith: AgentError | undefined;
+    const b = new MuxedChannel({
+      kind: 'test',
+      peer: Identity.generate().id,
+      remoteAddress: 'memory',
+      role: 'listener',
+      highWaterMark: 16,
+      maxUnsentBytes: 100,
+      onStream: () => undefined,
+      pipe: { send: (m) => void (unsent += m.length), get bufferedAmount() { return unsent; }, close: (reason) => (closedWith = reason) },
+    });
+    // Our side sends control frames (each stream's OPEN and FIN) while the peer reads nothing.
+    const opened = await Promise.all(Array.from({ length: 40 }, () => b.openStream()));
+    for (const stream of opened) await stream.end().catch(() => undefined);
+    expect(closedWith?.code).toBe('RESOURCE_EXHAUSTED');
+    expect(unsent).toBeLessThanOrEqual(100 + 20);
+  });
 });
 

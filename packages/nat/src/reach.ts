@@ -279,7 +279,14 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
   }
 
   private relayChannel(stream: ChannelStream, peer: AgentId, role: 'dialer' | 'listener'): Channel {
-    const channel = muxOverStream(stream, { kind: 'relay', peer, remoteAddress: `relay via ${this.rendezvousHost()}`, role, onStream: this.context.onStream });
+    const channel = muxOverStream(stream, {
+      kind: 'relay',
+      peer,
+      remoteAddress: `relay via ${this.rendezvousHost()}`,
+      role,
+      onStream: this.context.onStream,
+      onRefused: this.context.onRefused,
+    });
     channel.path = 'relay';
     return channel;
   }

@@ -11,7 +11,9 @@ import { networkDispatch } from './call-attempt.js';
 import { StreamItems, UnaryResult } from './call-results.js';
 import { ChannelPool, type PoolLimits, type PoolStats } from './channel-pool.js';
 import type { HandlerEntry, StreamHandler, UnaryHandler } from './handlers.js';
-import { serveInboundStream, type InboundDeps } from './inbound-call.js';
+import { serveCall, serveInboundStream, type InboundDeps } from './inbound-call.js';
+import { ConnectionGate, type AuthorizePeer } from './connection-gate.js';
+import { InboundBudget } from './inbound-budget.js';
 import { composeInterceptors, type CallHandler, type Dispatch, type Interceptor } from './interceptor.js';
 import { OutboundCall, type CallOptions } from './outbound-call.js';
 import { AddressBook, formatPeerAddress, parsePeerReference } from './peer-address.js';
@@ -46,6 +48,38 @@ export interface AgentOptions extends PoolLimits {
   interceptors?: readonly Interceptor[];
   /** Other ways to reach peers, e.g. `reach({ rendezvous })` from `@agentlink/nat`. */
   plugins?: readonly AgentPlugin[];
+  /**
+   * Wrap every call this agent serves, first = outermost, with the lifecycle outgoing calls have (`call.direction`
+   * is `inbound`, `call.peer` the caller): e.g. `[metrics.inboundInterceptor, rateLimit({ perPeer })]`. An
+   * interceptor refuses a call by reporting `onError` (e.g. PERMISSION_DENIED) instead of passing it on.
+   */
+  inboundInterceptors?: readonly Interceptor[];
+  /**
+   * The connection gate: asked once per channel, before any of its streams is served. A refused peer's channel is
+   * closed with PERMISSION_DENIED (on a channel we dialled, its calls back to us are refused).
+   */
+  authorizePeer?: AuthorizePeer;
+  /** Shorthand gate: only these AgentIds may call this agent (with `authorizePeer`, both must allow). */
+  allowPeers?: Iterable<AgentId>;
+  /** A stream's request must arrive whole within this many milliseconds, or the stream is reset (default 10 s). */
+  requestTimeoutMs?: number;
+  /**
+   * Bytes of unfinished inbound frames one channel may make this agent hold (default 32 MiB, at least twice
+   * maxFrameSize); past it the stream holding most is reset with RESOURCE_EXHAUSTED.
+   */
+  maxInboundBytesPerChannel?: number;
+  /** The same across all channels of the agent (default 256 MiB, at least maxInboundBytesPerChannel). */
+  maxInboundBytes?: number;
+}
+
+const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
+const DEFAULT_INBOUND_BYTES_PER_CHANNEL = 32 * 1024 * 1024;
+const DEFAULT_INBOUND_BYTES = 256 * 1024 * 1024;
+
+function positiveInteger(name: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value <= 0) throw new AgentError('INVALID_ARGUMENT', `${name} must be a positive integer, got ${String(value)}`);
+  return value;
 }
 
 /** The path new calls to a peer take now. */
@@ -75,12 +109,37 @@ export class Agent {
   private listeners: Listener[] = [];
   /** Peers turned away, by `stage:reason` (see listener/refusal.ts). */
   private readonly refusals = new Map<string, number>();
+  /** Unfinished inbound frames across the agent; each channel's budget is a share of it. */
+  private readonly inboundBudget: InboundBudget;
+  private readonly gate: ConnectionGate;
   private closedReason: AgentError | undefined;
 
   private constructor(private readonly options: AgentOptions) {
     this.identity = options.identity ?? Identity.generate();
-    this.maxFrameSize = options.maxFrameSize ?? DEFAULT_MAX_FRAME_SIZE;
-    this.inboundDeps = { maxFrameSize: this.maxFrameSize, handler: (method) => this.handlers.get(method) };
+    this.maxFrameSize = positiveInteger('maxFrameSize', options.maxFrameSize, DEFAULT_MAX_FRAME_SIZE);
+    const perChannel = positiveInteger('maxInboundBytesPerChannel', options.maxInboundBytesPerChannel, Math.max(DEFAULT_INBOUND_BYTES_PER_CHANNEL, 2 * this.maxFrameSize));
+    const total = positiveInteger('maxInboundBytes', options.maxInboundBytes, Math.max(DEFAULT_INBOUND_BYTES, perChannel));
+    this.inboundBudget = new InboundBudget(total, undefined);
+    const budgets = new WeakMap<Channel, InboundBudget>();
+    const budget = (channel: Channel): InboundBudget => {
+      let b = budgets.get(channel);
+      if (!b) {
+        const report = (reason: AgentError): void =>
+          this.refused({ stage: 'stream', reason: 'budget', kind: channel.kind, remoteAddress: channel.remoteAddress, peer: channel.peer, code: reason.code, detail: reason.message });
+        budgets.set(channel, (b = new InboundBudget(perChannel, this.inboundBudget, report)));
+      }
+      return b;
+    };
+    this.gate = new ConnectionGate(options, (refusal) => this.refused(refusal));
+    const inbound = options.inboundInterceptors ?? [];
+    this.inboundDeps = {
+      maxFrameSize: this.maxFrameSize,
+      requestTimeoutMs: positiveInteger('requestTimeoutMs', options.requestTimeoutMs, DEFAULT_REQUEST_TIMEOUT_MS),
+      handler: (method) => this.handlers.get(method),
+      budget,
+      refused: (refusal) => this.refused(refusal),
+      dispatch: inbound.length > 0 ? composeInterceptors(inbound, serveCall) : undefined,
+    };
     this.defaultTimeoutMs = options.defaultTimeoutMs ?? 30_000;
     const dialer = new PeerDialer({
       transports: options.channels,
@@ -95,7 +154,7 @@ export class Agent {
       self: this.identity.id,
       ping: (channel, timeoutMs) => pingChannel(channel, this.maxFrameSize, timeoutMs),
     });
-    this.dispatch = composeInterceptors(options.interceptors ?? [], networkDispatch({ pool: this.pool, maxFrameSize: this.maxFrameSize }));
+    this.dispatch = composeInterceptors(options.interceptors ?? [], networkDispatch({ pool: this.pool, maxFrameSize: this.maxFrameSize, budget }));
     for (const peer of options.peers ?? []) this.addPeer(peer);
   }
 
@@ -103,7 +162,7 @@ export class Agent {
   static async create(options: AgentOptions): Promise<Agent> {
     if (options.channels.length === 0) throw new AgentError('INVALID_ARGUMENT', 'an agent needs at least one channel');
     const agent = new Agent(options);
-    const context: ListenContext = { ...agent.transportContext(), onChannel: (channel: Channel) => agent.pool.add(channel) };
+    const context: ListenContext = { ...agent.transportContext(), onChannel: (channel: Channel) => agent.accept(channel) };
     try {
       for (const transport of options.channels) agent.listeners.push(await transport.listen(context));
       for (const plugin of options.plugins ?? []) await plugin.start?.(agent, context);
@@ -262,8 +321,28 @@ export class Agent {
     if (diagnosticChannels.peerRefused.hasSubscribers) diagnosticChannels.peerRefused.publish(refusal);
   }
 
+  /** A channel a peer opened to us: through the gate, then into the pool (its calls back use it too). */
+  private accept(channel: Channel): void {
+    if (!this.gate.active) return this.pool.add(channel);
+    const admit = (allowed: boolean): void => {
+      if (allowed) this.pool.add(channel);
+      else void channel.close(this.gate.denial(channel));
+    };
+    const decision = this.gate.decide(channel);
+    if (typeof decision === 'boolean') admit(decision);
+    else void decision.then(admit);
+  }
+
   private serve(stream: ChannelStream, channel: Channel): void {
     if (this.closedReason) return stream.reset(this.closedReason);
+    if (this.gate.active) {
+      const decision = this.gate.decide(channel);
+      if (decision === false) return stream.reset(this.gate.denial(channel));
+      if (decision !== true) {
+        void decision.then((allowed) => (allowed ? this.serve(stream, channel) : stream.reset(this.gate.denial(channel))));
+        return;
+      }
+    }
     this.pool.touch(channel);
     void serveInboundStream(stream, channel, this.inboundDeps);
   }
@@ -292,7 +371,7 @@ export class Agent {
     this.dispatch(call, {
       onStart: (control) => handler.onStart?.(control),
       onResponse: (body) => handler.onResponse?.(body),
-      onItem: (item) => handler.onItem?.(item),
+      onItem: (item, size) => handler.onItem?.(item, size),
       onEnd: () => {
         call.finish();
         if (observed) diagnosticChannels.callEnd.publish({ call, durationMs: performance.now() - started });

@@ -6,10 +6,13 @@ import { LazyAbort } from '../util/lazy-abort.js';
 import type { ChannelPool } from './channel-pool.js';
 import type { CallControl, CallHandler, CallInfo, Dispatch } from './interceptor.js';
 import type { OutboundCall } from './outbound-call.js';
+import type { InboundBudget } from './inbound-budget.js';
 
 export interface AttemptDeps {
   pool: ChannelPool;
   maxFrameSize: number;
+  /** The channel's budget of unfinished inbound frames: a peer's replies count against it too. */
+  budget(channel: Channel): InboundBudget;
 }
 
 /** Calls refused unprocessed (HTTP/2 REFUSED_STREAM and the like) are resent at once, this many times. */
@@ -69,7 +72,7 @@ class CallAttempt implements CallControl {
     this.channel = deps.pool.tryReserve(call.peer) ?? (await deps.pool.reserve(call.peer, call.priority, this.aborted.signal));
     const stream = await this.channel.openStream({ priority: call.priority });
     deps.pool.touch(this.channel);
-    this.framed = new FramedStream(stream, deps.maxFrameSize);
+    this.framed = new FramedStream(stream, deps.maxFrameSize, deps.budget(this.channel));
     if (this.aborted.reason) this.resetStream(this.aborted.reason);
     await this.framed.send({
       type: 'request',
@@ -94,7 +97,7 @@ class CallAttempt implements CallControl {
         case 'item':
           if (this.call.mode === 'unary') throw this.unexpected(message);
           {
-            const held = this.handler.onItem?.(message.body);
+            const held = this.handler.onItem?.(message.body, framed.lastFrameBytes);
             if (held) await held;
           }
           break;

@@ -30,18 +30,22 @@ export class UnaryResult<Out> implements CallHandler {
 
 /**
  * Items taken from the network before the consumer asks for them. A few keep the network read going while the
- * consumer's loop body runs (tokens arrive in bursts); more would weaken backpressure.
+ * consumer's loop body runs (tokens arrive in bursts); more would weaken backpressure. Bounded by count and by
+ * bytes (about one mux window): what a slow consumer holds per stream does not grow with the items' size.
  */
 const READ_AHEAD_ITEMS = 8;
+export const READ_AHEAD_BYTES = 256 * 1024;
 
 type Pull<Out> = { done: false; value: Out } | { done: true; value: undefined };
 
 /**
- * The outermost handler of `stream`: hands items to an async generator. Once the consumer is
- * `READ_AHEAD_ITEMS` behind, `onItem` returns a promise, so the network reads no further (backpressure).
+ * The outermost handler of `stream`: hands items to an async generator. Once the consumer is `READ_AHEAD_ITEMS`
+ * or `READ_AHEAD_BYTES` behind, `onItem` returns a promise, so the network reads no further (backpressure).
  */
 export class StreamItems<Out> implements CallHandler {
   private readonly buffered: Out[] = [];
+  private readonly sizes: number[] = [];
+  private bufferedBytes = 0;
   private ended = false;
   private failure: AgentError | undefined;
   private waiter: { resolve(pull: Pull<Out>): void; reject(error: AgentError): void } | undefined;
@@ -55,7 +59,7 @@ export class StreamItems<Out> implements CallHandler {
     this.onItem(body);
   }
 
-  onItem(item: unknown): void | Promise<void> {
+  onItem(item: unknown, size = 0): void | Promise<void> {
     if (this.waiter) {
       const waiter = this.waiter;
       this.waiter = undefined;
@@ -63,7 +67,9 @@ export class StreamItems<Out> implements CallHandler {
       return;
     }
     this.buffered.push(item as Out);
-    if (this.buffered.length < READ_AHEAD_ITEMS) return;
+    this.sizes.push(size);
+    this.bufferedBytes += size;
+    if (!this.full) return;
     return new Promise<void>((resolve) => (this.release = resolve));
   }
 
@@ -81,7 +87,8 @@ export class StreamItems<Out> implements CallHandler {
   next(): Promise<Pull<Out>> {
     if (this.buffered.length > 0) {
       const value = this.buffered.shift()!;
-      if (this.buffered.length < READ_AHEAD_ITEMS) this.unhold();
+      this.bufferedBytes -= this.sizes.shift()!;
+      if (!this.full) this.unhold();
       return Promise.resolve({ done: false, value });
     }
     if (this.failure) return Promise.reject(this.failure);
@@ -94,6 +101,10 @@ export class StreamItems<Out> implements CallHandler {
     const release = this.release;
     this.release = undefined;
     release?.();
+  }
+
+  private get full(): boolean {
+    return this.buffered.length >= READ_AHEAD_ITEMS || this.bufferedBytes >= READ_AHEAD_BYTES;
   }
 
   private wake(): void {

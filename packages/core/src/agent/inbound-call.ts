@@ -1,31 +1,56 @@
 import { AgentError, toAgentError } from '../errors.js';
 import type { Channel, ChannelStream } from '../channel.js';
+import type { Refusal } from '../listener/refusal.js';
 import { FramedStream } from '../wire/framed-stream.js';
-import type { WireMessage } from '../wire/messages.js';
+import type { CallMode, Priority, WireMessage } from '../wire/messages.js';
 import { deadlineTimer } from '../util/timer.js';
 import { LazyAbort } from '../util/lazy-abort.js';
+import type { AgentId } from '../identity/agent-id.js';
 import type { CallContext, HandlerEntry, TunnelHandler } from './handlers.js';
+import type { InboundBudget } from './inbound-budget.js';
 import { InboundContext } from './inbound-context.js';
+import type { CallControl, CallHandler, CallInfo, Dispatch } from './interceptor.js';
 
 type Request = Extract<WireMessage, { type: 'request' }>;
 
 export interface InboundDeps {
   maxFrameSize: number;
+  /** A stream's request must arrive whole within this, or the stream is reset. */
+  requestTimeoutMs: number;
   handler(method: string): HandlerEntry | undefined;
+  /** The channel's share of the agent's budget of unfinished inbound frames. */
+  budget(channel: Channel): InboundBudget;
+  refused(refusal: Refusal): void;
+  /** The agent's inbound interceptors composed around `serveCall`; undefined when there are none. */
+  dispatch: Dispatch | undefined;
 }
 
+/** The innermost inbound dispatch: runs the agent's handler for the call and reports its lifecycle. */
+export const serveCall: Dispatch = (call, handler) => void (call as InboundCall).serve(handler);
+
 /**
- * Serves one stream a peer opened: reads the request, runs the handler, writes the reply, and watches the
- * caller for cancellation while it runs. Never throws: every failure becomes an error frame or a reset.
+ * Serves one stream a peer opened: reads the request (within `requestTimeoutMs`), runs it through the inbound
+ * interceptors and the handler, writes the reply, and watches the caller for cancellation while it runs. Never
+ * throws: every failure becomes an error frame or a reset.
  */
 export async function serveInboundStream(stream: ChannelStream, channel: Channel, deps: InboundDeps): Promise<void> {
-  const framed = new FramedStream(stream, deps.maxFrameSize);
+  const budget = deps.budget(channel);
+  if (budget.exhausted) {
+    refuseStream(stream, channel, deps, 'budget', new AgentError('RESOURCE_EXHAUSTED', 'too many unfinished frames on this channel: stream refused'));
+    return;
+  }
+  const framed = new FramedStream(stream, deps.maxFrameSize, budget);
+  const timer = setTimeout(() => {
+    refuseStream(stream, channel, deps, 'request-timeout', new AgentError('DEADLINE_EXCEEDED', `request not complete within ${deps.requestTimeoutMs} ms`));
+  }, deps.requestTimeoutMs);
   let first: WireMessage | undefined;
   try {
     first = await framed.receive();
   } catch (error) {
     stream.reset(toAgentError(error, 'PROTOCOL_ERROR'));
     return;
+  } finally {
+    clearTimeout(timer);
   }
   if (first?.type === 'ping') {
     await framed.send({ type: 'pong', nonce: first.nonce }).then(() => stream.end()).catch(() => undefined);
@@ -35,38 +60,112 @@ export async function serveInboundStream(stream: ChannelStream, channel: Channel
     stream.reset(new AgentError('PROTOCOL_ERROR', `a stream must start with a request, got ${first?.type ?? 'end of stream'}`));
     return;
   }
-  await new InboundCall(framed, channel, first, deps).run();
+  const call = new InboundCall(framed, channel, first, deps);
+  if (first.mode === 'tunnel' || !deps.dispatch) return call.serve(call.reply);
+  // Interceptors may wait (rate limits): the caller's cancel and the deadline are watched from now on.
+  call.armWatchers();
+  deps.dispatch(call, call.reply);
 }
 
-class InboundCall {
+function refuseStream(stream: ChannelStream, channel: Channel, deps: InboundDeps, reason: string, error: AgentError): void {
+  deps.refused({ stage: 'stream', reason, kind: channel.kind, remoteAddress: channel.remoteAddress, peer: channel.peer, code: error.code });
+  stream.reset(error);
+}
+
+/**
+ * One call a peer made, as inbound interceptors see it (the same `CallInfo` outbound interceptors see, with the
+ * caller as `peer`), and the terminal that runs the handler. `reply` writes what the handler produces.
+ */
+class InboundCall implements CallInfo, CallControl {
+  readonly direction = 'inbound';
+  readonly idempotent = false;
+  readonly deadline: number | undefined;
+  readonly reply: ReplyWriter;
+  metadata: Readonly<Record<string, string>>;
   /** Why the call ended early; ctx.signal is made only when the handler reads it. */
   private readonly aborted = new LazyAbort();
   private timer: NodeJS.Timeout | undefined;
-  private replied = false;
+  replied = false;
   private watching = false;
 
   constructor(
-    private readonly framed: FramedStream,
+    readonly framed: FramedStream,
     private readonly channel: Channel,
     private readonly request: Request,
     private readonly deps: InboundDeps,
-  ) {}
+  ) {
+    this.deadline = request.timeoutMs === null ? undefined : Date.now() + request.timeoutMs;
+    this.metadata = request.metadata;
+    this.reply = new ReplyWriter(this);
+  }
 
-  async run(): Promise<void> {
+  // ---- CallInfo ------------------------------------------------------------------------------------------
+
+  get peer(): AgentId {
+    return this.channel.peer;
+  }
+
+  get remoteAddress(): string {
+    return this.channel.remoteAddress;
+  }
+
+  get method(): string {
+    return this.request.method;
+  }
+
+  get body(): unknown {
+    return this.request.body;
+  }
+
+  get mode(): CallMode {
+    return this.request.mode;
+  }
+
+  get priority(): Priority {
+    return this.request.priority;
+  }
+
+  get abortReason(): AgentError | undefined {
+    return this.aborted.reason;
+  }
+
+  get signal(): AbortSignal {
+    return this.aborted.signal;
+  }
+
+  remainingMs(): number | null {
+    return this.deadline === undefined ? null : Math.max(0, this.deadline - Date.now());
+  }
+
+  /** Inbound, metadata set by an interceptor is what the handler sees in `ctx.metadata`. */
+  setMetadata(key: string, value: string): void {
+    this.metadata = { ...this.metadata, [key]: value };
+  }
+
+  abort(reason: AgentError): void {
+    if (!this.aborted.abort(reason)) return;
+    clearTimeout(this.timer);
+    this.framed.stream.reset(reason);
+  }
+
+  // ---- the terminal --------------------------------------------------------------------------------------
+
+  /** Runs the handler and reports its lifecycle to `out` (the reply writer, or the innermost interceptor). */
+  async serve(out: CallHandler): Promise<void> {
+    out.onStart?.(this);
     const { request } = this;
     const entry = this.deps.handler(request.method);
-    if (!entry) return this.replyError(new AgentError('NO_HANDLER', `no handler for "${request.method}"`));
+    if (!entry) return out.onError(new AgentError('NO_HANDLER', `no handler for "${request.method}"`));
     if (entry.kind === 'stream' && request.mode === 'unary') {
-      return this.replyError(new AgentError('INVALID_ARGUMENT', `"${request.method}" streams: call it with agent.stream()`));
+      return out.onError(new AgentError('INVALID_ARGUMENT', `"${request.method}" streams: call it with agent.stream()`));
     }
     if ((entry.kind === 'tunnel') !== (request.mode === 'tunnel')) {
       const how = entry.kind === 'tunnel' ? 'agent.openTunnel()' : 'send() or stream()';
-      return this.replyError(new AgentError('INVALID_ARGUMENT', `"${request.method}" is called with ${how}`));
+      return out.onError(new AgentError('INVALID_ARGUMENT', `"${request.method}" is called with ${how}`));
     }
-    const deadline = request.timeoutMs === null ? undefined : Date.now() + request.timeoutMs;
     // The reply travels at the caller's priority, where the transport can order streams.
     if (request.priority !== 'normal') this.framed.stream.setPriority?.(request.priority);
-    const context = new InboundContext(this.channel.peer, this.channel.remoteAddress, request.method, this.aborted, deadline, request.priority, request.metadata);
+    const context = new InboundContext(this.peer, this.remoteAddress, request.method, this.aborted, this.deadline, request.priority, this.metadata);
     try {
       if (entry.kind === 'unary') {
         const result = entry.handler(request.body, context);
@@ -80,33 +179,34 @@ class InboundCall {
         } else {
           body = result;
         }
-        this.replied = true;
-        await this.framed.send({ type: 'response', body });
-        if (!this.watching) void this.watchCaller(); // reads the caller's end, which frees the stream
+        out.onResponse?.(body);
+        out.onEnd();
+      } else if (entry.kind === 'tunnel') {
+        this.armWatchers(false); // a tunnel's bytes are its handler's to read
+        await this.openTunnel(entry.handler, context);
       } else {
-        this.armWatchers(entry.kind !== 'tunnel'); // a tunnel's bytes are its handler's to read
-        if (entry.kind === 'tunnel') return await this.openTunnel(entry.handler, context);
-        await this.pump(entry.handler(request.body, context));
-        this.replied = true;
-        await this.framed.send({ type: 'end' });
+        this.armWatchers();
+        await this.pump(entry.handler(request.body, context), out);
+        out.onEnd();
       }
-      await this.framed.stream.end();
     } catch (error) {
-      if (this.aborted.reason) return; // the stream was reset when the call aborted
-      const failure = error instanceof AgentError ? error : new AgentError('HANDLER_ERROR', errorMessage(error), { cause: error });
-      await this.replyError(failure);
-    } finally {
-      clearTimeout(this.timer);
+      out.onError(this.aborted.reason ?? (error instanceof AgentError ? error : new AgentError('HANDLER_ERROR', errorMessage(error), { cause: error })));
     }
   }
 
   /** The deadline timer, and (unless the handler owns the stream's bytes) the watch for the caller giving up. */
-  private armWatchers(watchCaller = true): void {
+  armWatchers(watchCaller = true): void {
     const { timeoutMs } = this.request;
-    if (timeoutMs !== null) {
+    if (timeoutMs !== null && this.timer === undefined) {
       this.timer = deadlineTimer(timeoutMs, () => this.abort(new AgentError('DEADLINE_EXCEEDED', `deadline of ${timeoutMs} ms exceeded`)));
     }
-    if (watchCaller) void this.watchCaller();
+    if (watchCaller && !this.watching) void this.watchCaller();
+  }
+
+  /** The call is over: its deadline no longer matters; a caller whose end we never read is read now. */
+  finished(): void {
+    clearTimeout(this.timer);
+    if (!this.watching) void this.watchCaller(); // reads the caller's end, which frees the stream
   }
 
   /** Accepts a tunnel: the `response` frame, then the raw stream is the handler's. */
@@ -120,8 +220,8 @@ class InboundCall {
     onOpen(this.framed.stream);
   }
 
-  /** Moves items from the handler's generator to the stream; each write waits for credit (backpressure). */
-  private async pump(items: AsyncIterable<unknown>): Promise<void> {
+  /** Moves items from the handler's generator to `out`; each waits for the write's credit (backpressure). */
+  private async pump(items: AsyncIterable<unknown>, out: CallHandler): Promise<void> {
     const iterator = items[Symbol.asyncIterator]();
     let done = false;
     try {
@@ -133,7 +233,7 @@ class InboundCall {
         }
         this.checkNotAborted();
         try {
-          await this.framed.send({ type: 'item', body: next.value });
+          await out.onItem?.(next.value);
         } catch (error) {
           // The caller is gone (a reset can reach our write before our read): the handler must see why.
           if (error instanceof AgentError && error.remote) this.abort(error);
@@ -168,25 +268,57 @@ class InboundCall {
     }
   }
 
-  private abort(reason: AgentError): void {
-    if (!this.aborted.abort(reason)) return;
-    clearTimeout(this.timer);
-    this.framed.stream.reset(reason);
-  }
-
   private checkNotAborted(): void {
     if (this.aborted.reason) throw this.aborted.reason;
   }
 
-  private async replyError(error: AgentError): Promise<void> {
+  /** Sends the error as the call's reply; refused before the handler ran, it also reads the caller's end. */
+  async replyError(error: AgentError): Promise<void> {
+    clearTimeout(this.timer);
+    if (this.aborted.reason) return; // the stream was reset when the call aborted
     try {
       await this.framed.send({ type: 'error', code: error.code, message: error.message });
       await this.framed.stream.end();
-      // Refused before the handler ran, nothing read the caller's end yet: read it, so QUIC frees the stream.
+      // Nothing read the caller's end yet: read it, so QUIC frees the stream.
       if (!this.watching) await this.framed.stream.read();
     } catch {
       this.framed.stream.reset(error);
     }
+  }
+}
+
+/**
+ * The outermost handler of a served call: writes each event of the call's lifecycle to the caller as frames.
+ * An item's write resolves once the transport took it within its credit: returned, it holds the producer.
+ */
+class ReplyWriter implements CallHandler {
+  /** The response's write: the end of our side must not overtake it while it waits for credit. */
+  private response: Promise<void> | undefined;
+
+  constructor(private readonly call: InboundCall) {}
+
+  onResponse(body: unknown): void {
+    this.call.replied = true;
+    this.response = this.call.framed.send({ type: 'response', body });
+  }
+
+  onItem(item: unknown): Promise<void> {
+    return this.call.framed.send({ type: 'item', body: item });
+  }
+
+  onEnd(): void {
+    const { call } = this;
+    call.replied = true;
+    const last = this.response ?? call.framed.send({ type: 'end' });
+    last.then(() => call.framed.stream.end()).catch((error: unknown) => {
+      // The caller's reset failed the write: the call is aborted already, or the failure goes out as the reply.
+      if (!call.abortReason) void call.replyError(toAgentError(error, 'UNAVAILABLE'));
+    });
+    call.finished();
+  }
+
+  onError(error: AgentError): void {
+    void this.call.replyError(error);
   }
 }
 

@@ -4,8 +4,12 @@ import type { CallMode, Priority } from '../wire/messages.js';
 
 /** What interceptors know about a call. One object per call, shared by all its attempts. */
 export interface CallInfo {
-  /** The peer's AgentId (already resolved from `<AgentId>@<url>`). */
+  /** `outbound` for calls this agent makes (`interceptors`), `inbound` for calls it serves (`inboundInterceptors`). */
+  readonly direction: 'outbound' | 'inbound';
+  /** The other agent: the callee of an outbound call (resolved from `<AgentId>@<url>`), the caller of an inbound one. */
   readonly peer: AgentId;
+  /** Inbound calls: the caller's `ip:port` as the channel sees it. */
+  readonly remoteAddress?: string;
   readonly method: string;
   readonly body: unknown;
   readonly mode: CallMode;
@@ -21,7 +25,10 @@ export interface CallInfo {
   readonly signal: AbortSignal;
   /** Milliseconds left before the deadline (never negative), or null without one. */
   remainingMs(): number | null;
-  /** Adds or replaces one metadata entry sent with the request (e.g. a trace id); the caller's object is not changed. */
+  /**
+   * Adds or replaces one metadata entry (e.g. a trace id): outbound, it is sent with the request (the caller's
+   * object is not changed); inbound, the handler sees it in `ctx.metadata`.
+   */
   setMetadata(key: string, value: string): void;
   /** Ends the whole call: the current attempt is cancelled and no interceptor may start another. */
   abort(reason: AgentError): void;
@@ -40,7 +47,8 @@ export interface CallControl {
 export interface CallHandler {
   onStart?(control: CallControl): void;
   onResponse?(body: unknown): void;
-  onItem?(item: unknown): void | Promise<void>;
+  /** `size`: the item's encoded bytes, when known (the caller's read-ahead is bounded by it). */
+  onItem?(item: unknown, size?: number): void | Promise<void>;
   onEnd(): void;
   onError(error: AgentError): void;
 }
@@ -60,7 +68,7 @@ export function composeInterceptors(interceptors: readonly Interceptor[], termin
 }
 
 export type HandlerTaps = Partial<Pick<CallHandler, 'onStart' | 'onResponse' | 'onEnd' | 'onError'>> & {
-  onItem?(item: unknown): void;
+  onItem?(item: unknown, size?: number): void;
 };
 
 /**
@@ -77,9 +85,9 @@ export function tapHandler(handler: CallHandler, taps: HandlerTaps): CallHandler
       taps.onResponse?.(body);
       handler.onResponse?.(body);
     },
-    onItem(item) {
-      taps.onItem?.(item);
-      return handler.onItem?.(item);
+    onItem(item, size) {
+      taps.onItem?.(item, size);
+      return handler.onItem?.(item, size);
     },
     onEnd() {
       taps.onEnd?.();

@@ -37,6 +37,7 @@ function allowManyCalls(signal: AbortSignal): void {
  * so cancels the remote handler within one round trip.
  */
 export class OutboundCall implements CallInfo {
+  readonly direction = 'outbound';
   readonly deadline: number | undefined;
   readonly priority: Priority;
   metadata: Readonly<Record<string, string>>;

@@ -26,6 +26,8 @@ class MethodMetrics {
 export interface MetricsSnapshot {
   inFlight: number;
   methods: Record<string, { outcomes: Record<string, number>; items: number; count: number; durationSumSeconds: number }>;
+  /** The same for calls this agent served (through `inboundInterceptor`). */
+  served: { inFlight: number; methods: MetricsSnapshot['methods'] };
 }
 
 /** Where gauges of the pool come from: an Agent (its `stats()`), with the peers it refused when it counts them. */
@@ -33,15 +35,11 @@ export interface PoolStatsSource {
   stats(): PoolStats & { refusals?: Record<string, number> };
 }
 
-/**
- * Call metrics: calls by method and outcome (`OK` or the error code), latency histograms, stream items and calls
- * in flight; with an agent given to `prometheus()`, also its queue depth by priority and channels by kind.
- * Install `metrics.interceptor` on the agent; read `snapshot()` or serve `prometheus()` on `/metrics`.
- */
-export class CallMetrics {
+/** Calls of one direction: by method and outcome, latency, items and calls in flight. */
+class DirectionMetrics {
   readonly interceptor: Interceptor;
-  private readonly methods = new Map<string, MethodMetrics>();
-  private inFlight = 0;
+  readonly methods = new Map<string, MethodMetrics>();
+  inFlight = 0;
 
   constructor() {
     this.interceptor = (dispatch) => (call, handler) => {
@@ -58,9 +56,9 @@ export class CallMetrics {
       dispatch(call, {
         onStart: (control) => handler.onStart?.(control),
         onResponse: (body) => handler.onResponse?.(body),
-        onItem: (item) => {
+        onItem: (item, size) => {
           metrics.items++;
-          return handler.onItem?.(item);
+          return handler.onItem?.(item, size);
         },
         onEnd: () => {
           finish('OK');
@@ -74,14 +72,76 @@ export class CallMetrics {
     };
   }
 
-  snapshot(): MetricsSnapshot {
+  snapshot(): MetricsSnapshot['methods'] {
     const methods: MetricsSnapshot['methods'] = {};
     for (const [name, m] of this.methods) {
       const outcomes = Object.fromEntries(m.outcomes);
       const count = [...m.outcomes.values()].reduce((a, b) => a + b, 0);
       methods[name] = { outcomes, items: m.items, count, durationSumSeconds: m.durationSum };
     }
-    return { inFlight: this.inFlight, methods };
+    return methods;
+  }
+
+  /** Exposition lines of this direction's families, named `agentlink_<prefix>…`. */
+  render(lines: string[], prefix: string, what: string): void {
+    const family = (name: string, type: string, help: string): void => {
+      lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+    };
+    family(`agentlink_${prefix}calls_total`, 'counter', `${what} that ended, by method and outcome (OK or error code).`);
+    for (const [method, m] of this.methods) {
+      for (const [code, n] of m.outcomes) lines.push(`agentlink_${prefix}calls_total{method=${label(method)},code="${code}"} ${n}`);
+    }
+    const histogram = `agentlink_${prefix}call_duration_seconds`;
+    family(histogram, 'histogram', `Latency of ${what.toLowerCase()}, from dispatch to end.`);
+    for (const [method, m] of this.methods) {
+      let cumulative = 0;
+      LATENCY_BUCKETS_SECONDS.forEach((le, i) => {
+        cumulative += m.buckets[i]!;
+        lines.push(`${histogram}_bucket{method=${label(method)},le="${le}"} ${cumulative}`);
+      });
+      cumulative += m.buckets[LATENCY_BUCKETS_SECONDS.length]!;
+      lines.push(`${histogram}_bucket{method=${label(method)},le="+Inf"} ${cumulative}`);
+      lines.push(`${histogram}_sum{method=${label(method)}} ${m.durationSum}`);
+      lines.push(`${histogram}_count{method=${label(method)}} ${cumulative}`);
+    }
+    family(`agentlink_${prefix}stream_items_total`, 'counter', `Stream items of ${what.toLowerCase()}, by method.`);
+    for (const [method, m] of this.methods) lines.push(`agentlink_${prefix}stream_items_total{method=${label(method)}} ${m.items}`);
+    family(`agentlink_${prefix}calls_in_flight`, 'gauge', `${what} dispatched and not yet ended.`);
+    lines.push(`agentlink_${prefix}calls_in_flight ${this.inFlight}`);
+  }
+
+  private method(name: string): MethodMetrics {
+    let metrics = this.methods.get(name);
+    if (!metrics) {
+      const key = this.methods.size >= MAX_METHODS ? 'other' : name;
+      metrics = this.methods.get(key) ?? new MethodMetrics();
+      this.methods.set(key, metrics);
+    }
+    return metrics;
+  }
+}
+
+/**
+ * Call metrics: calls by method and outcome (`OK` or the error code), latency histograms, stream items and calls
+ * in flight; with an agent given to `prometheus()`, also its queue depth by priority, channels by kind and the
+ * peers it refused. Install `metrics.interceptor` on the agent (`interceptors`) for the calls it makes and
+ * `metrics.inboundInterceptor` (`inboundInterceptors`) for the calls it serves; read `snapshot()` or serve
+ * `prometheus()` on `/metrics`.
+ */
+export class CallMetrics {
+  private readonly outbound = new DirectionMetrics();
+  private readonly inbound = new DirectionMetrics();
+  /** For `interceptors`: the calls this agent makes. */
+  readonly interceptor: Interceptor = this.outbound.interceptor;
+  /** For `inboundInterceptors`: the calls this agent serves. */
+  readonly inboundInterceptor: Interceptor = this.inbound.interceptor;
+
+  snapshot(): MetricsSnapshot {
+    return {
+      inFlight: this.outbound.inFlight,
+      methods: this.outbound.snapshot(),
+      served: { inFlight: this.inbound.inFlight, methods: this.inbound.snapshot() },
+    };
   }
 
   /** The Prometheus text exposition format (version 0.0.4). */
@@ -90,26 +150,8 @@ export class CallMetrics {
     const family = (name: string, type: string, help: string): void => {
       lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
     };
-    family('agentlink_calls_total', 'counter', 'Outgoing calls that ended, by method and outcome (OK or error code).');
-    for (const [method, m] of this.methods) {
-      for (const [code, n] of m.outcomes) lines.push(`agentlink_calls_total{method=${label(method)},code="${code}"} ${n}`);
-    }
-    family('agentlink_call_duration_seconds', 'histogram', 'Latency of outgoing calls, from dispatch to end.');
-    for (const [method, m] of this.methods) {
-      let cumulative = 0;
-      LATENCY_BUCKETS_SECONDS.forEach((le, i) => {
-        cumulative += m.buckets[i]!;
-        lines.push(`agentlink_call_duration_seconds_bucket{method=${label(method)},le="${le}"} ${cumulative}`);
-      });
-      cumulative += m.buckets[LATENCY_BUCKETS_SECONDS.length]!;
-      lines.push(`agentlink_call_duration_seconds_bucket{method=${label(method)},le="+Inf"} ${cumulative}`);
-      lines.push(`agentlink_call_duration_seconds_sum{method=${label(method)}} ${m.durationSum}`);
-      lines.push(`agentlink_call_duration_seconds_count{method=${label(method)}} ${cumulative}`);
-    }
-    family('agentlink_stream_items_total', 'counter', 'Stream items received, by method.');
-    for (const [method, m] of this.methods) lines.push(`agentlink_stream_items_total{method=${label(method)}} ${m.items}`);
-    family('agentlink_calls_in_flight', 'gauge', 'Outgoing calls dispatched and not yet ended.');
-    lines.push(`agentlink_calls_in_flight ${this.inFlight}`);
+    this.outbound.render(lines, '', 'Outgoing calls');
+    this.inbound.render(lines, 'served_', 'Served calls');
     if (pool) {
       const stats = pool.stats();
       family('agentlink_pending_calls', 'gauge', 'Calls waiting for channel capacity, by priority.');
@@ -125,16 +167,6 @@ export class CallMetrics {
       }
     }
     return `${lines.join('\n')}\n`;
-  }
-
-  private method(name: string): MethodMetrics {
-    let metrics = this.methods.get(name);
-    if (!metrics) {
-      const key = this.methods.size >= MAX_METHODS ? 'other' : name;
-      metrics = this.methods.get(key) ?? new MethodMetrics();
-      this.methods.set(key, metrics);
-    }
-    return metrics;
   }
 }
 

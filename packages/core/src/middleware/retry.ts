@@ -79,9 +79,9 @@ class RetryingCall implements CallHandler, CallControl {
     this.handler.onResponse?.(body);
   }
 
-  onItem(item: unknown): void | Promise<void> {
+  onItem(item: unknown, size?: number): void | Promise<void> {
     this.delivered = true;
-    return this.handler.onItem?.(item);
+    return this.handler.onItem?.(item, size);
   }
 
   onEnd(): void {

@@ -5,6 +5,7 @@ import { encodeGoaway, encodeMuxFrame, encodeU32Frame, MUX_HEADER_BYTES, MuxFram
 import { MuxStream, type MuxStreamHost } from './mux-stream.js';
 import { readU32 } from '../util/bytes.js';
 import { WeightedPriorityQueue } from '../scheduler/priority-queue.js';
+import type { Refusal } from '../listener/refusal.js';
 
 /** The one ordered, message-preserving pipe a channel without native streams provides (a WebSocket, a relay). */
 export interface MessagePipe {
@@ -25,6 +26,12 @@ export interface MuxOptions {
   maxInboundStreams?: number;
   /** Writers wait while the pipe holds more than this many unsent bytes (default 1 MiB). */
   highWaterMark?: number;
+  /**
+   * Unsent bytes past which the peer counts as not reading (default 4 × highWaterMark): control frames (window
+   * updates, resets, refusals) do not wait for room, so a peer that stops reading and keeps sending could
+   * otherwise make them pile up. Past it the channel is closed with RESOURCE_EXHAUSTED.
+   */
+  maxUnsentBytes?: number;
 }
 
 export interface MuxedChannelInit extends MuxOptions {
@@ -35,6 +42,8 @@ export interface MuxedChannelInit extends MuxOptions {
   /** The dialer opens odd stream ids, the listener even ones, so both can open streams without collisions. */
   role: 'dialer' | 'listener';
   onStream(stream: ChannelStream, channel: Channel): void;
+  /** Told when the mux refuses the peer something (a stream over the limit, a channel that does not read). */
+  onRefused?(refusal: Refusal): void;
 }
 
 /**
@@ -54,6 +63,8 @@ export class MuxedChannel implements Channel, MuxStreamHost {
   private readonly window: number;
   private readonly maxInboundStreams: number;
   private readonly highWaterMark: number;
+  private readonly maxUnsentBytes: number;
+  private readonly onRefused: MuxedChannelInit['onRefused'];
   private readonly onStream: MuxedChannelInit['onStream'];
   private readonly streams = new Map<number, MuxStream>();
   /** Streams with bytes to send while the pipe is congested, served by priority as it drains. */
@@ -75,6 +86,8 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     this.maxChunk = init.maxChunk ?? 64 * 1024;
     this.maxInboundStreams = init.maxInboundStreams ?? 1024;
     this.highWaterMark = init.highWaterMark ?? 1024 * 1024;
+    this.maxUnsentBytes = init.maxUnsentBytes ?? 4 * this.highWaterMark;
+    this.onRefused = init.onRefused;
     this.nextId = init.role === 'dialer' ? 1 : 2;
     this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
   }
@@ -203,13 +216,30 @@ export class MuxedChannel implements Channel, MuxStreamHost {
   // ---- internals -----------------------------------------------------------------------------------------
 
   private send(frame: Uint8Array): void {
-    if (!this.closeReason) this.pipe.send(frame);
+    if (this.closeReason) return;
+    if (this.pipe.bufferedAmount > this.maxUnsentBytes) return this.notReading();
+    this.pipe.send(frame);
+  }
+
+  /** The peer lets our frames pile up unread: stop serving it rather than buffer without bound. */
+  private notReading(): void {
+    const reason = new AgentError('RESOURCE_EXHAUSTED', `peer does not read: more than ${this.maxUnsentBytes} bytes unsent`);
+    this.refuse('not-reading', reason);
+    this.shutdown(reason); // no GOAWAY: it would only queue behind what the peer does not read
+    this.pipe.close(reason);
+  }
+
+  private refuse(reason: string, error: AgentError): void {
+    this.onRefused?.({ stage: 'stream', reason, kind: this.kind, remoteAddress: this.remoteAddress, peer: this.peer, code: error.code });
   }
 
   private acceptStream(id: number, firstBytes: Uint8Array): void {
     if (id % 2 === this.nextId % 2 || id === 0) return this.protocolError(`peer opened stream ${id} with our parity`);
     if (this.streams.has(id)) return this.protocolError(`peer reopened live stream ${id}`);
     if (this.inboundCount >= this.maxInboundStreams) {
+      // A peer past the limit that does not read our refusals either is flooding: it gets no queue of them.
+      if (this.congested) return this.notReading();
+      this.refuse('max-streams', new AgentError('RESOURCE_EXHAUSTED', 'too many streams'));
       this.send(encodeU32Frame(MuxFrameType.reset, id, errorCodeToNumber('RESOURCE_EXHAUSTED')));
       return;
     }

@@ -1,17 +1,22 @@
 import { AgentError } from '../errors.js';
 import type { ChannelStream } from '../channel.js';
+import type { BudgetHolder, InboundBudget } from '../agent/inbound-budget.js';
 import { decodePayload, encodeFrameSegments } from './codec.js';
 import { FrameDecoder } from './frame-decoder.js';
 import type { WireMessage } from './messages.js';
 
 /** Whole agentlink messages over a channel's byte stream: the one place framing meets a transport. */
-export class FramedStream {
+export class FramedStream implements BudgetHolder {
   private readonly decoder: FrameDecoder;
   private readonly ready: Uint8Array[] = [];
+  /** Payload bytes of the message `receive` returned last (what it cost the peer's window, less the header). */
+  lastFrameBytes = 0;
 
   constructor(
     readonly stream: ChannelStream,
     private readonly maxFrameSize: number,
+    /** Charged with the bytes of an unfinished frame held here, beyond what the transport's window holds. */
+    private readonly budget?: InboundBudget,
   ) {
     this.decoder = new FrameDecoder(maxFrameSize);
   }
@@ -33,13 +38,37 @@ export class FramedStream {
   async receive(): Promise<WireMessage | undefined> {
     for (;;) {
       const payload = this.ready.shift();
-      if (payload) return decodePayload(payload);
-      const chunk = await this.stream.read();
+      if (payload) {
+        this.lastFrameBytes = payload.length;
+        return decodePayload(payload);
+      }
+      let chunk: Uint8Array | undefined;
+      try {
+        chunk = await this.stream.read();
+      } catch (error) {
+        this.budget?.set(this, 0); // the stream is gone, and with it what the decoder held
+        throw error;
+      }
       if (chunk === undefined) {
-        if (!this.decoder.idle) throw new AgentError('PROTOCOL_ERROR', 'stream ended inside a frame');
+        if (!this.decoder.idle) {
+          this.budget?.set(this, 0);
+          throw new AgentError('PROTOCOL_ERROR', 'stream ended inside a frame');
+        }
         return undefined;
       }
-      for (const frame of this.decoder.push(chunk)) this.ready.push(frame);
+      let frames: Uint8Array[];
+      try {
+        frames = this.decoder.push(chunk);
+      } catch (error) {
+        this.budget?.set(this, 0); // FRAME_TOO_LARGE: the caller resets the stream
+        throw error;
+      }
+      for (const frame of frames) this.ready.push(frame);
+      this.budget?.set(this, this.decoder.bufferedBytes);
     }
+  }
+
+  evict(reason: AgentError): void {
+    this.stream.reset(reason);
   }
 }

@@ -1,0 +1,77 @@
+import { AgentError } from '../errors.js';
+
+/** Something holding bytes received from a peer that it cannot hand on yet (an incomplete frame). */
+export interface BudgetHolder {
+  /** Drops what it holds and resets its stream: the budget chose it as the worst offender. */
+  evict(reason: AgentError): void;
+}
+
+/**
+ * Bytes a peer made us hold (frames it started and has not finished), counted per channel and, through the
+ * parent, for the whole agent. Transport windows bound what sits in transport buffers; this bounds what the frame
+ * decoders gather beyond them. Past the limit the holder with the most bytes is reset with RESOURCE_EXHAUSTED, and
+ * while the budget is exhausted new streams are refused.
+ */
+export class InboundBudget {
+  private held = 0;
+  private readonly holders = new Map<BudgetHolder, number>();
+
+  constructor(
+    readonly limit: number,
+    private readonly parent: InboundBudget | undefined,
+    /** Told of each eviction (the agent reports it as a refusal). */
+    private readonly onEvict: (reason: AgentError) => void = () => undefined,
+  ) {}
+
+  /** Bytes held now. */
+  get heldBytes(): number {
+    return this.held;
+  }
+
+  /** True while this budget or its parent has no room: new streams are refused. */
+  get exhausted(): boolean {
+    return this.held >= this.limit || (this.parent?.exhausted ?? false);
+  }
+
+  /** Sets what `holder` holds now (0 releases it); evicts worst offenders while over a limit. */
+  set(holder: BudgetHolder, bytes: number): void {
+    const before = this.holders.get(holder) ?? 0;
+    if (bytes === before) return;
+    if (bytes === 0) this.holders.delete(holder);
+    else this.holders.set(holder, bytes);
+    this.adjust(bytes - before);
+    this.enforce();
+  }
+
+  private adjust(delta: number): void {
+    this.held += delta;
+    this.parent?.adjust(delta);
+  }
+
+  private enforce(): void {
+    while (this.held > this.limit) this.evictWorst(`more than ${this.limit} bytes of unfinished frames on one channel`);
+    if (this.parent && this.parent.held > this.parent.limit) this.parent.evictAcrossChildren(this);
+  }
+
+  /** The parent is over: evict from the child that just grew (it is the one pushing), its worst holder first. */
+  private evictAcrossChildren(child: InboundBudget): void {
+    while (this.held > this.limit && child.holders.size > 0) child.evictWorst(`more than ${this.limit} bytes of unfinished frames in the agent`);
+  }
+
+  private evictWorst(why: string): void {
+    let worst: BudgetHolder | undefined;
+    let most = 0;
+    for (const [holder, bytes] of this.holders) {
+      if (bytes > most) {
+        most = bytes;
+        worst = holder;
+      }
+    }
+    if (!worst) return;
+    this.holders.delete(worst);
+    this.adjust(-most);
+    const reason = new AgentError('RESOURCE_EXHAUSTED', `stream reset: ${why}`);
+    this.onEvict(reason);
+    worst.evict(reason);
+  }
+}

@@ -1,0 +1,198 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import {
+  AgentError,
+  CallMetrics,
+  Identity,
+  createAgent,
+  encodeFrame,
+  selfSignedCertificate,
+  type Agent,
+  type AgentOptions,
+  type Channel,
+  type ChannelStream,
+  type Interceptor,
+  type ListenContext,
+} from '../src/index.js';
+import { memoryTransport } from './memory-transport.js';
+
+const agents: Agent[] = [];
+afterEach(async () => {
+  vi.useRealTimers();
+  await Promise.all(agents.splice(0).map((a) => a.close()));
+});
+
+async function serverWith(options: Partial<AgentOptions> = {}) {
+  const network = new Map<string, ListenContext>();
+  const server = await createAgent({ ...options, channels: [memoryTransport(network, 'server')] });
+  server.handle('add', ({ a, b }: { a: number; b: number }) => a + b);
+  server.handle('whoami', (_body: unknown, ctx) => ({ peer: ctx.peer, tag: ctx.metadata.tag ?? null }));
+  server.handleStream('blobs', async function* ({ count, size }: { count: number; size: number }, ctx) {
+    for (let i = 0; i < count; i++) {
+      produced.set(ctx.peer, i + 1);
+      yield new Uint8Array(size);
+    }
+  });
+  const produced = new Map<string, number>();
+  const client = await createAgent({ channels: [memoryTransport(network)] });
+  agents.push(server, client);
+  /** A raw channel to the server, for bytes no agent would send. */
+  const raw = async (): Promise<Channel> => {
+    const identity = Identity.generate();
+    return memoryTransport(network).dial(new URL('memory://server'), {
+      identity,
+      tls: selfSignedCertificate(identity),
+      expectedPeer: server.id,
+      signal: new AbortController().signal,
+      onStream: (stream) => stream.reset(new AgentError('CANCELLED', 'not serving')),
+    });
+  };
+  return { server, client, address: server.addresses[0]!, raw, produced };
+}
+
+/** A frame header declaring `length` payload bytes. */
+function header(length: number): Buffer {
+  const h = Buffer.alloc(4);
+  h.writeUInt32BE(length);
+  return h;
+}
+
+async function rejection(promise: Promise<unknown>): Promise<AgentError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(AgentError);
+  return error as AgentError;
+}
+
+describe('inbound limits', () => {
+  it('resets a stream whose request does not arrive whole within requestTimeoutMs', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const { server, raw, client, address } = await serverWith({ requestTimeoutMs: 2000 });
+    const channel = await raw();
+    const stream = await channel.openStream();
+    const request = encodeFrame({ type: 'request', method: 'add', timeoutMs: null, priority: 'normal', metadata: {}, body: { a: 1, b: 2 }, mode: 'unary' });
+    await stream.write(request.subarray(0, request.length - 3)); // all but the last 3 bytes, forever
+    const reply = rejection(stream.read());
+    await vi.advanceTimersByTimeAsync(1999);
+    expect(server.stats().refusals['stream:request-timeout']).toBeUndefined();
+    await vi.advanceTimersByTimeAsync(1);
+    expect((await reply).code).toBe('DEADLINE_EXCEEDED');
+    expect(server.stats().refusals['stream:request-timeout']).toBe(1);
+    vi.useRealTimers();
+    expect(await client.send(address, 'add', { a: 2, b: 3 })).toBe(5);
+  });
+
+  it('resets the stream holding most unfinished bytes once a channel passes its budget, and serves others', async () => {
+    const { server, raw, client, address } = await serverWith({ maxInboundBytesPerChannel: 1024 * 1024 });
+    const channel = await raw();
+    const streams: ChannelStream[] = [];
+    // Six streams each declare a 300 KiB frame and send 190 KiB of it (the mux window is 256 KiB): 1,140 KiB held.
+    for (let i = 0; i < 6; i++) {
+      const stream = await channel.openStream();
+      await stream.write(Buffer.concat([header(300 * 1024), Buffer.alloc((190 + i) * 1024)]));
+      streams.push(stream);
+    }
+    // The budget is passed while stream 5's bytes arrive (64 KiB mux chunks): 960 KiB held by streams 0–4, then
+    // 128 KiB of stream 5. The one holding most at that moment, stream 4 (194 KiB), is reset; no other hears anything.
+    const first = await Promise.race(streams.map((s, i) => s.read().then(() => `data on ${i}`, (e: AgentError) => `${e.code} on ${i}`)));
+    expect(first).toBe('RESOURCE_EXHAUSTED on 4');
+    expect(server.stats().refusals['stream:budget']).toBe(1);
+    expect(await client.send(address, 'add', { a: 1, b: 1 })).toBe(2);
+  });
+
+  it('refuses a peer the gate refuses with PERMISSION_DENIED, before any handler runs', async () => {
+    const network = new Map<string, ListenContext>();
+    const friend = Identity.generate();
+    let ran = 0;
+    const asked: string[] = [];
+    const server = await createAgent({
+      channels: [memoryTransport(network, 'gated')],
+      allowPeers: [friend.id],
+      authorizePeer: async (peer) => {
+        asked.push(peer);
+        return true;
+      },
+    });
+    server.handle('work', () => ++ran);
+    const stranger = await createAgent({ channels: [memoryTransport(network)] });
+    const welcome = await createAgent({ identity: friend, channels: [memoryTransport(network)] });
+    agents.push(server, stranger, welcome);
+    const error = await rejection(stranger.send(server.addresses[0]!, 'work'));
+    expect(error.code).toBe('PERMISSION_DENIED');
+    expect(ran).toBe(0);
+    expect(server.stats().refusals['authorization:gate']).toBe(1);
+    expect(await welcome.send(server.addresses[0]!, 'work')).toBe(1);
+    expect(asked).toEqual([friend.id]); // allowPeers answered for the stranger; authorizePeer once per channel
+    expect(await welcome.send(server.addresses[0]!, 'work')).toBe(2);
+    expect(asked).toHaveLength(1);
+  });
+
+  it('a gate that throws refuses (fails closed) and says why', async () => {
+    const network = new Map<string, ListenContext>();
+    const server = await createAgent({
+      channels: [memoryTransport(network, 'gated')],
+      authorizePeer: () => {
+        throw new Error('policy store down');
+      },
+    });
+    server.handle('work', () => 'done');
+    const client = await createAgent({ channels: [memoryTransport(network)] });
+    agents.push(server, client);
+    const { subscribe, unsubscribe } = await import('node:diagnostics_channel');
+    const seen: unknown[] = [];
+    const listener = (message: unknown) => seen.push(message);
+    subscribe('agentlink:peer:refused', listener);
+    try {
+      expect((await rejection(client.send(server.addresses[0]!, 'work'))).code).toBe('PERMISSION_DENIED');
+    } finally {
+      unsubscribe('agentlink:peer:refused', listener);
+    }
+    expect(seen).toEqual([expect.objectContaining({ stage: 'authorization', reason: 'gate', peer: client.id, detail: 'authorizePeer threw: policy store down' })]);
+  });
+
+  it('inbound interceptors see served calls with the outbound lifecycle: refuse, annotate, count', async () => {
+    const metrics = new CallMetrics();
+    const order: string[] = [];
+    const denyWrites: Interceptor = (next) => (call, handler) => {
+      order.push(`${call.direction}:${call.method}`);
+      if (call.method === 'whoami') call.setMetadata('tag', 'seen-by-interceptor');
+      if (call.method === 'add' && (call.body as { a: number }).a < 0) {
+        handler.onStart?.({ abort: () => undefined });
+        return handler.onError(new AgentError('PERMISSION_DENIED', 'negative numbers are not allowed here'));
+      }
+      next(call, handler);
+    };
+    const { client, address, server } = await serverWith({ inboundInterceptors: [metrics.inboundInterceptor, denyWrites] });
+    expect(await client.send(address, 'add', { a: 1, b: 2 })).toBe(3);
+    const refused = await rejection(client.send(address, 'add', { a: -1, b: 2 }));
+    expect(refused.code).toBe('PERMISSION_DENIED');
+    expect(refused.remote).toBe(true);
+    expect(await client.send(address, 'whoami')).toEqual({ peer: client.id, tag: 'seen-by-interceptor' });
+    const items: number[] = [];
+    for await (const blob of client.stream<Uint8Array>(address, 'blobs', { count: 3, size: 10 })) items.push(blob.length);
+    expect(items).toEqual([10, 10, 10]);
+    expect(order).toEqual(['inbound:add', 'inbound:add', 'inbound:whoami', 'inbound:blobs']);
+    const served = metrics.snapshot().served;
+    expect(served.methods.add?.outcomes).toEqual({ OK: 1, PERMISSION_DENIED: 1 });
+    expect(served.methods.blobs?.items).toBe(3);
+    expect(served.inFlight).toBe(0);
+    expect(metrics.prometheus(server)).toContain('agentlink_served_calls_total{method="add",code="PERMISSION_DENIED"} 1');
+  });
+
+  it("bounds the caller's read-ahead by bytes: large items are not buffered eight at a time", async () => {
+    const { client, address, produced } = await serverWith();
+    const size = 200 * 1024;
+    const iterator = client.stream<Uint8Array>(address, 'blobs', { count: 100, size })[Symbol.asyncIterator]();
+    expect((await iterator.next()).value?.length).toBe(size);
+    // The consumer now stalls. Wait until the producer stops advancing, then check how far it got.
+    let last = -1;
+    while (produced.get(client.id) !== last) {
+      last = produced.get(client.id) ?? 0;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    // One taken, ~256 KiB read ahead (2 items), the 256 KiB mux window (1–2 items), one in the producer's write.
+    expect(last).toBeLessThanOrEqual(6);
+    await iterator.return?.();
+  });
+});

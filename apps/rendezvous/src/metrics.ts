@@ -4,15 +4,15 @@ import type { StunOutcome } from './stun-answer.js';
 
 /**
  * Counters of the rendezvous, rendered as Prometheus text on /metrics (every family with HELP and TYPE, as
- * `promtool check metrics` wants), followed by core's call metrics of the rendezvous agent: its outgoing
- * commands and, from `agent.stats()`, the peers its listener refused (`agentlink_refusals_total`).
+ * `promtool check metrics` wants), followed by core's call metrics of the rendezvous agent: the calls it
+ * serves, the commands it sends and, from `agent.stats()`, the peers it refused (`agentlink_refusals_total`).
  */
 export class RendezvousMetrics {
   registrations = 0;
   heartbeats = 0;
   lookups = 0;
   punches = 0;
-  /** Install `calls.interceptor` on the rendezvous agent. */
+  /** Install `calls.interceptor` and `calls.inboundInterceptor` on the rendezvous agent. */
   readonly calls = new CallMetrics();
   private readonly rejections = new Map<string, number>();
   private readonly stun = new Map<StunOutcome, number>();

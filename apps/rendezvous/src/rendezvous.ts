@@ -41,10 +41,6 @@ const MAX_FRAME = 64 * 1024;
 export async function startRendezvous(options: RendezvousOptions = {}): Promise<Rendezvous> {
   const config: RendezvousConfig = { ...DEFAULT_CONFIG, ...definedOnly(options) };
   checkConfig(config);
-  if (config.allowAgents) {
-    // Waits for core's connection gate: createAgent({ allowPeers: config.allowAgents }) below, once on main.
-    throw new AgentError('INVALID_ARGUMENT', 'allowAgents needs core\'s allowPeers, which this build does not have yet');
-  }
   const log = options.log ?? silentLogger;
   const identity = options.identity ?? (config.keyFile ? await loadOrCreateIdentity(config.keyFile) : undefined);
   const registry = options.registry ?? new MemoryRegistry();
@@ -66,6 +62,9 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     channels: [webSocket({ port: config.port, host: config.host, admitConnection })],
     maxFrameSize: MAX_FRAME,
     interceptors: [metrics.calls.interceptor],
+    inboundInterceptors: [metrics.calls.inboundInterceptor],
+    // The connection gate: with an allow list, any other agent's channel is refused with PERMISSION_DENIED.
+    allowPeers: config.allowAgents,
   });
   const stunRate = new PerIpRate(config.stunRequestsPerSecondPerIp);
   const stun = await Promise.all(

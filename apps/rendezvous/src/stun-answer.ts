@@ -1,3 +1,4 @@
+// zlib.crc32 is Node >= 20.15 (the package's engines say so).
 import { crc32 } from 'node:zlib';
 import { stunLibrary, type DecodedStunMessage } from './stun-library.js';
 

@@ -8,7 +8,7 @@ import { silentLogger, type Logger } from './log.js';
 import { MemoryRegistry, type RegistryStore } from './registry.js';
 import { RendezvousMetrics } from './metrics.js';
 import { Relays } from './relay.js';
-import { startStunServer } from './stun-server.js';
+import { startStunServer, type StunServer } from './stun-server.js';
 
 export interface RendezvousOptions extends Partial<RendezvousConfig> {
   identity?: Identity;
@@ -67,11 +67,19 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     allowPeers: config.allowAgents,
   });
   const stunRate = new PerIpRate(config.stunRequestsPerSecondPerIp);
-  const stun = await Promise.all(
+  const started = await Promise.allSettled(
     config.stunPorts.map((port) =>
       startStunServer({ host: config.host, port, rate: stunRate, onDatagram: (outcome, received, sent) => metrics.stunDatagram(outcome, received, sent) }),
     ),
   );
+  const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failed) {
+    // A STUN port that cannot be bound (e.g. in use) stops the start without leaving the other ports open.
+    await Promise.all(started.map((s) => (s.status === 'fulfilled' ? s.value.close() : undefined)));
+    await agent.close();
+    throw failed.reason;
+  }
+  const stun = started.map((s) => (s as PromiseFulfilledResult<StunServer>).value);
 
   const refuse = (reason: string, error: AgentError): never => {
     metrics.rejected(reason);

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { createSocket } from 'node:dgram';
 import { once } from 'node:events';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -46,6 +47,14 @@ describe('rendezvous configuration', () => {
   it('rejects a bad configuration from code before opening any port', async () => {
     await expect(startRendezvous({ stunPorts: [1, 2, 3] as unknown as [number, number] })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/stunPorts/) });
     await expect(startRendezvous({ maxConnectionsPerIp: -1 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/maxConnectionsPerIp/) });
+  });
+
+  it('a STUN port in use stops the start with the error (the ports already bound are closed again)', async () => {
+    const taken = createSocket('udp4');
+    await new Promise<void>((resolve) => taken.bind(0, '127.0.0.1', resolve));
+    const port = taken.address().port;
+    await expect(startRendezvous({ host: '127.0.0.1', port: 0, httpPort: -1, stunPorts: [0, port] })).rejects.toMatchObject({ code: 'EADDRINUSE' });
+    taken.close();
   });
 
   it("gives the wss listener core's ListenerLimits from its settings", () => {

@@ -1,4 +1,6 @@
 import { parseArgs } from 'node:util';
+import { AgentError, DEFAULT_LISTENER_LIMITS, isAgentId, resolveListenerLimits, type AgentId, type ListenerLimits } from '@agentlink/core';
+import { readAllowList } from './allow-list.js';
 
 export interface RendezvousConfig {
   /** Address the control WebSocket, STUN and HTTP listen on (default 0.0.0.0). */
@@ -32,6 +34,15 @@ export interface RendezvousConfig {
   relayBytesPerSecond: number;
   /** A relay with no bytes either way for this long is closed (default 60 s). */
   relayIdleMs: number;
+  /** STUN datagrams one IP may send per second to both STUN ports together, sustained (default 50; burst 2×). */
+  stunRequestsPerSecondPerIp: number;
+  /** wss connections held at once (in handshake or open; default 4,096) and from one IP (default 1,024). */
+  maxConnections: number;
+  maxConnectionsPerIp: number;
+  /** Upper bound of one TLS handshake on the wss port (default 5 s). */
+  handshakeTimeoutMs: number;
+  /** Only these agents may use the rendezvous (core's `allowPeers`); unset = any agent that proves its key. */
+  allowAgents: readonly AgentId[] | undefined;
 }
 
 export const DEFAULT_CONFIG: RendezvousConfig = {
@@ -51,48 +62,130 @@ export const DEFAULT_CONFIG: RendezvousConfig = {
   maxRelays: 1000,
   relayBytesPerSecond: 8 * 1024 * 1024,
   relayIdleMs: 60_000,
+  stunRequestsPerSecondPerIp: 50,
+  maxConnections: DEFAULT_LISTENER_LIMITS.maxConnections,
+  maxConnectionsPerIp: DEFAULT_LISTENER_LIMITS.maxConnectionsPerIp,
+  handshakeTimeoutMs: DEFAULT_LISTENER_LIMITS.handshakeTimeoutMs,
+  allowAgents: undefined,
 };
 
-/** Flags win over environment variables (`RENDEZVOUS_PORT` …), which win over defaults. */
+const POSITIVE_INTEGERS = [
+  'maxRecordTtlMs',
+  'maxRegistrations',
+  'maxRegistrationsPerIp',
+  'connectionsPerSecondPerIp',
+  'registrationsPerSecondPerIp',
+  'requestsPerSecondPerIp',
+  'maxRelaysPerAgent',
+  'maxRelays',
+  'relayBytesPerSecond',
+  'relayIdleMs',
+  'stunRequestsPerSecondPerIp',
+] as const satisfies readonly (keyof RendezvousConfig)[];
+
+const invalid = (message: string): AgentError => new AgentError('INVALID_ARGUMENT', message);
+
+/** Checks a whole configuration (from flags or from code); throws INVALID_ARGUMENT naming the bad setting. */
+export function checkConfig(config: RendezvousConfig): void {
+  const isPort = (n: unknown): boolean => Number.isInteger(n) && (n as number) >= 0 && (n as number) <= 65535;
+  if (!isPort(config.port)) throw invalid(`port must be 0-65535, got ${String(config.port)}`);
+  if (config.httpPort !== -1 && !isPort(config.httpPort)) throw invalid(`httpPort must be 0-65535 or -1 (off), got ${String(config.httpPort)}`);
+  const stun: unknown = config.stunPorts;
+  if (!Array.isArray(stun) || stun.length !== 2 || !stun.every(isPort)) {
+    throw invalid(`stunPorts must be two UDP ports (0-65535, 0 = any), got ${JSON.stringify(stun)}`);
+  }
+  if (stun[0] !== 0 && stun[0] === stun[1]) throw invalid(`stunPorts must be two different ports, got ${stun[0]} twice`);
+  for (const key of POSITIVE_INTEGERS) {
+    const value = config[key];
+    if (!Number.isSafeInteger(value) || value <= 0) throw invalid(`${key} must be a positive integer, got ${String(value)}`);
+  }
+  resolveListenerLimits(listenerLimits(config));
+  if (config.allowAgents !== undefined) {
+    if (config.allowAgents.length === 0) throw invalid('allowAgents is empty: nobody could use the rendezvous');
+    const bad = config.allowAgents.find((id) => !isAgentId(id));
+    if (bad !== undefined) throw invalid(`allowAgents holds "${String(bad)}", which is not an AgentId`);
+  }
+}
+
+/** The wss listener's limits (core's ListenerLimits), the same meanings as on every agentlink listener. */
+export function listenerLimits(config: RendezvousConfig): ListenerLimits {
+  return {
+    maxConnections: config.maxConnections,
+    maxConnectionsPerIp: config.maxConnectionsPerIp,
+    newConnectionsPerIpPerSecond: config.connectionsPerSecondPerIp,
+    handshakeTimeoutMs: config.handshakeTimeoutMs,
+  };
+}
+
+/** Flags win over environment variables (`RENDEZVOUS_PORT` …), which win over defaults. Bad values throw INVALID_ARGUMENT. */
 export function configFrom(argv: string[], env: NodeJS.ProcessEnv): RendezvousConfig {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      host: { type: 'string' },
-      port: { type: 'string' },
-      'stun-ports': { type: 'string' },
-      'http-port': { type: 'string' },
-      'public-host': { type: 'string' },
-      'key-file': { type: 'string' },
-      'max-registrations': { type: 'string' },
-      'relay-bytes-per-second': { type: 'string' },
-      help: { type: 'boolean' },
-    },
-  });
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        host: { type: 'string' },
+        port: { type: 'string' },
+        'stun-ports': { type: 'string' },
+        'http-port': { type: 'string' },
+        'public-host': { type: 'string' },
+        'key-file': { type: 'string' },
+        'max-registrations': { type: 'string' },
+        'relay-bytes-per-second': { type: 'string' },
+        'stun-requests-per-second': { type: 'string' },
+        'allow-agents': { type: 'string' },
+        help: { type: 'boolean' },
+      },
+    }));
+  } catch (error) {
+    throw invalid(`${(error as Error).message} (see --help)`);
+  }
   if (values.help) {
     console.log(`agentlink-rendezvous [--host 0.0.0.0] [--port 4433] [--stun-ports 3478,3479] [--http-port 9090]
   [--public-host name] [--key-file rendezvous.key] [--max-registrations 100000] [--relay-bytes-per-second 8388608]
+  [--stun-requests-per-second 50] [--allow-agents agents.txt]
 Environment: RENDEZVOUS_HOST, RENDEZVOUS_PORT, RENDEZVOUS_STUN_PORTS, RENDEZVOUS_HTTP_PORT, RENDEZVOUS_PUBLIC_HOST,
-  RENDEZVOUS_KEY_FILE, RENDEZVOUS_MAX_REGISTRATIONS, RENDEZVOUS_RELAY_BYTES_PER_SECOND`);
+  RENDEZVOUS_KEY_FILE, RENDEZVOUS_MAX_REGISTRATIONS, RENDEZVOUS_RELAY_BYTES_PER_SECOND,
+  RENDEZVOUS_STUN_REQUESTS_PER_SECOND, RENDEZVOUS_ALLOW_AGENTS
+--allow-agents names a file of AgentIds, one a line (# comments); only those agents may use the rendezvous.`);
     process.exit(0);
   }
-  const pick = (flag: keyof typeof values, name: string): string | undefined => (values[flag] as string | undefined) ?? env[`RENDEZVOUS_${name}`];
-  const int = (text: string | undefined, fallback: number, what: string): number => {
-    if (text === undefined) return fallback;
-    const n = Number(text);
-    if (!Number.isInteger(n)) throw new Error(`${what} must be an integer, got "${text}"`);
-    return n;
+  const pick = (flag: keyof typeof values, name: string): { text: string; what: string } | undefined => {
+    const flagged = values[flag] as string | undefined;
+    if (flagged !== undefined) return { text: flagged, what: `--${flag}` };
+    const text = env[`RENDEZVOUS_${name}`];
+    return text === undefined ? undefined : { text, what: `RENDEZVOUS_${name}` };
   };
-  const stun = pick('stun-ports', 'STUN_PORTS')?.split(',').map((p) => int(p.trim(), 0, 'stun port'));
-  return {
+  const int = (flag: keyof typeof values, name: string, fallback: number): number => {
+    const given = pick(flag, name);
+    if (given === undefined) return fallback;
+    if (!/^-?\d+$/.test(given.text.trim())) throw invalid(`${given.what} must be an integer, got "${given.text}"`);
+    return Number(given.text);
+  };
+  const stunPorts = (): [number, number] => {
+    const given = pick('stun-ports', 'STUN_PORTS');
+    if (given === undefined) return DEFAULT_CONFIG.stunPorts;
+    const parts = given.text.split(',').map((p) => p.trim());
+    const ports = parts.map(Number);
+    if (parts.length !== 2 || !parts.every((p) => /^\d+$/.test(p)) || !ports.every((p) => p <= 65535)) {
+      throw invalid(`${given.what} must be two UDP ports separated by a comma, e.g. 3478,3479 (0 = any); got "${given.text}"`);
+    }
+    return [ports[0]!, ports[1]!];
+  };
+  const allowFile = pick('allow-agents', 'ALLOW_AGENTS');
+  const config: RendezvousConfig = {
     ...DEFAULT_CONFIG,
-    host: pick('host', 'HOST') ?? DEFAULT_CONFIG.host,
-    port: int(pick('port', 'PORT'), DEFAULT_CONFIG.port, 'port'),
-    stunPorts: stun && stun.length === 2 ? [stun[0]!, stun[1]!] : DEFAULT_CONFIG.stunPorts,
-    httpPort: int(pick('http-port', 'HTTP_PORT'), DEFAULT_CONFIG.httpPort, 'http port'),
-    publicHost: pick('public-host', 'PUBLIC_HOST'),
-    keyFile: pick('key-file', 'KEY_FILE'),
-    maxRegistrations: int(pick('max-registrations', 'MAX_REGISTRATIONS'), DEFAULT_CONFIG.maxRegistrations, 'max registrations'),
-    relayBytesPerSecond: int(pick('relay-bytes-per-second', 'RELAY_BYTES_PER_SECOND'), DEFAULT_CONFIG.relayBytesPerSecond, 'relay bytes per second'),
+    host: pick('host', 'HOST')?.text ?? DEFAULT_CONFIG.host,
+    port: int('port', 'PORT', DEFAULT_CONFIG.port),
+    stunPorts: stunPorts(),
+    httpPort: int('http-port', 'HTTP_PORT', DEFAULT_CONFIG.httpPort),
+    publicHost: pick('public-host', 'PUBLIC_HOST')?.text,
+    keyFile: pick('key-file', 'KEY_FILE')?.text,
+    maxRegistrations: int('max-registrations', 'MAX_REGISTRATIONS', DEFAULT_CONFIG.maxRegistrations),
+    relayBytesPerSecond: int('relay-bytes-per-second', 'RELAY_BYTES_PER_SECOND', DEFAULT_CONFIG.relayBytesPerSecond),
+    stunRequestsPerSecondPerIp: int('stun-requests-per-second', 'STUN_REQUESTS_PER_SECOND', DEFAULT_CONFIG.stunRequestsPerSecondPerIp),
+    allowAgents: allowFile === undefined ? undefined : readAllowList(allowFile.text),
   };
+  checkConfig(config);
+  return config;
 }

@@ -1,11 +1,22 @@
 #!/usr/bin/env node
 /** The rendezvous as a process: `agentlink-rendezvous --port 4433` (see --help). Stops cleanly on SIGTERM/SIGINT. */
-import { configFrom } from './config.js';
+import { AgentError } from '@agentlink/core';
+import { configFrom, type RendezvousConfig } from './config.js';
 import { jsonLogger } from './log.js';
-import { startRendezvous } from './rendezvous.js';
+import { startRendezvous, type Rendezvous } from './rendezvous.js';
 
-const config = configFrom(process.argv.slice(2), process.env);
-const rendezvous = await startRendezvous({ ...config, log: jsonLogger });
+let rendezvous: Rendezvous;
+try {
+  // `npm run start -- --port 1` drops the `--`; pnpm 10 passes it on: accept both.
+  const argv = process.argv[2] === '--' ? process.argv.slice(3) : process.argv.slice(2);
+  const config: RendezvousConfig = configFrom(argv, process.env);
+  rendezvous = await startRendezvous({ ...config, log: jsonLogger });
+} catch (error) {
+  // A wrong setting or key file is the operator's to fix: one line saying which, no stack trace.
+  if (!(error instanceof AgentError && (error.code === 'INVALID_ARGUMENT' || error.code === 'INVALID_KEY_FILE'))) throw error;
+  process.stderr.write(`agentlink-rendezvous: ${error.message}\n`);
+  process.exit(2);
+}
 // One line a supervisor or test can read: where agents find it.
 console.log(JSON.stringify({ address: rendezvous.address, stunPorts: rendezvous.stunPorts, httpPort: rendezvous.httpPort }));
 

@@ -1,12 +1,22 @@
+import { CallMetrics, type PoolStatsSource } from '@agentlink/core';
 import type { Relays } from './relay.js';
+import type { StunOutcome } from './stun-answer.js';
 
-/** Counters of the rendezvous, rendered as Prometheus text on /metrics. */
+/**
+ * Counters of the rendezvous, rendered as Prometheus text on /metrics (every family with HELP and TYPE, as
+ * `promtool check metrics` wants), followed by core's call metrics of the rendezvous agent: the calls it
+ * serves, the commands it sends and, from `agent.stats()`, the peers it refused (`agentlink_refusals_total`).
+ */
 export class RendezvousMetrics {
   registrations = 0;
   heartbeats = 0;
   lookups = 0;
   punches = 0;
+  /** Install `calls.interceptor` and `calls.inboundInterceptor` on the rendezvous agent. */
+  readonly calls = new CallMetrics();
   private readonly rejections = new Map<string, number>();
+  private readonly stun = new Map<StunOutcome, number>();
+  private stunBytes = { received: 0, sent: 0 };
 
   registered(isNew: boolean): void {
     if (isNew) this.registrations++;
@@ -21,27 +31,52 @@ export class RendezvousMetrics {
     return this.rejections.get(reason) ?? 0;
   }
 
-  prometheus(registered: number, relays: Relays): string {
-    const lines = [
-      '# HELP rendezvous_registered_agents Agents with a live record.',
-      '# TYPE rendezvous_registered_agents gauge',
-      `rendezvous_registered_agents ${registered}`,
-      '# HELP rendezvous_registrations_total Accepted registrations: new agents and heartbeats.',
-      '# TYPE rendezvous_registrations_total counter',
+  stunDatagram(outcome: StunOutcome, receivedBytes: number, sentBytes: number): void {
+    this.stun.set(outcome, (this.stun.get(outcome) ?? 0) + 1);
+    this.stunBytes.received += receivedBytes;
+    this.stunBytes.sent += sentBytes;
+  }
+
+  stunCount(outcome: StunOutcome): number {
+    return this.stun.get(outcome) ?? 0;
+  }
+
+  prometheus(registered: number, relays: Relays, agent?: PoolStatsSource): string {
+    const lines: string[] = [];
+    const family = (name: string, type: 'counter' | 'gauge', help: string, ...samples: string[]): void => {
+      lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`, ...samples);
+    };
+    family('rendezvous_registered_agents', 'gauge', 'Agents with a live record.', `rendezvous_registered_agents ${registered}`);
+    family(
+      'rendezvous_registrations_total',
+      'counter',
+      'Accepted registrations: new agents and heartbeats.',
       `rendezvous_registrations_total{kind="new"} ${this.registrations}`,
       `rendezvous_registrations_total{kind="heartbeat"} ${this.heartbeats}`,
-      '# TYPE rendezvous_lookups_total counter',
-      `rendezvous_lookups_total ${this.lookups}`,
-      '# TYPE rendezvous_punches_total counter',
-      `rendezvous_punches_total ${this.punches}`,
-      '# HELP rendezvous_rejected_total Requests refused, by reason (forged, replayed, invalid, rate, per-ip, full).',
-      '# TYPE rendezvous_rejected_total counter',
+    );
+    family('rendezvous_lookups_total', 'counter', 'Lookups of an agent record.', `rendezvous_lookups_total ${this.lookups}`);
+    family('rendezvous_punches_total', 'counter', 'Hole punches coordinated.', `rendezvous_punches_total ${this.punches}`);
+    family(
+      'rendezvous_rejected_total',
+      'counter',
+      'Control requests and connections refused, by reason (forged, replayed, invalid, rate, per-ip, full, connections).',
       ...[...this.rejections].map(([reason, n]) => `rendezvous_rejected_total{reason="${reason}"} ${n}`),
-      '# TYPE rendezvous_relays_active gauge',
-      `rendezvous_relays_active ${relays.count}`,
-      '# TYPE rendezvous_relay_bytes_total counter',
-      `rendezvous_relay_bytes_total ${relays.bytesRelayed}`,
-    ];
-    return `${lines.join('\n')}\n`;
+    );
+    family('rendezvous_relays_active', 'gauge', 'Relays open now.', `rendezvous_relays_active ${relays.count}`);
+    family('rendezvous_relay_bytes_total', 'counter', 'Bytes relayed, both directions.', `rendezvous_relay_bytes_total ${relays.bytesRelayed}`);
+    family(
+      'rendezvous_stun_datagrams_total',
+      'counter',
+      'STUN datagrams received, by outcome: answered, unknown-attribute (answered 420); dropped: rate, too-large, malformed, not-binding-request, bad-fingerprint.',
+      ...[...this.stun].map(([outcome, n]) => `rendezvous_stun_datagrams_total{outcome="${outcome}"} ${n}`),
+    );
+    family(
+      'rendezvous_stun_bytes_total',
+      'counter',
+      'STUN bytes received and sent (their ratio is the reflection factor).',
+      `rendezvous_stun_bytes_total{direction="received"} ${this.stunBytes.received}`,
+      `rendezvous_stun_bytes_total{direction="sent"} ${this.stunBytes.sent}`,
+    );
+    return `${lines.join('\n')}\n${this.calls.prometheus(agent)}`;
   }
 }

@@ -1,13 +1,14 @@
 import { createServer, type Server } from 'node:http';
 import { AgentError, createAgent, loadOrCreateIdentity, type Agent, type AgentId, type CallContext, type Identity } from '@agentlink/core';
-import { startStunServer, verifyRecord, type SignedRecord } from '@agentlink/nat';
+import { verifyRecord, type SignedRecord } from '@agentlink/nat';
 import { webSocket } from '@agentlink/ws';
-import { DEFAULT_CONFIG, type RendezvousConfig } from './config.js';
+import { DEFAULT_CONFIG, checkConfig, type RendezvousConfig } from './config.js';
 import { PerIpRate, ipOf } from './ip-limits.js';
 import { silentLogger, type Logger } from './log.js';
 import { MemoryRegistry, type RegistryStore } from './registry.js';
 import { RendezvousMetrics } from './metrics.js';
 import { Relays } from './relay.js';
+import { startStunServer, type StunServer } from './stun-server.js';
 
 export interface RendezvousOptions extends Partial<RendezvousConfig> {
   identity?: Identity;
@@ -39,6 +40,7 @@ const MAX_FRAME = 64 * 1024;
  */
 export async function startRendezvous(options: RendezvousOptions = {}): Promise<Rendezvous> {
   const config: RendezvousConfig = { ...DEFAULT_CONFIG, ...definedOnly(options) };
+  checkConfig(config);
   const log = options.log ?? silentLogger;
   const identity = options.identity ?? (config.keyFile ? await loadOrCreateIdentity(config.keyFile) : undefined);
   const registry = options.registry ?? new MemoryRegistry();
@@ -55,10 +57,29 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
   };
   const agent = await createAgent({
     identity,
+    // Once ws takes core's ListenerLimits (`limits`), this becomes `limits: listenerLimits(config)` in place of
+    // admitConnection (the same per-IP rate, plus connection caps and the handshake bound).
     channels: [webSocket({ port: config.port, host: config.host, admitConnection })],
     maxFrameSize: MAX_FRAME,
+    interceptors: [metrics.calls.interceptor],
+    inboundInterceptors: [metrics.calls.inboundInterceptor],
+    // The connection gate: with an allow list, any other agent's channel is refused with PERMISSION_DENIED.
+    allowPeers: config.allowAgents,
   });
-  const stun = await Promise.all(config.stunPorts.map((port) => startStunServer(config.host, port)));
+  const stunRate = new PerIpRate(config.stunRequestsPerSecondPerIp);
+  const started = await Promise.allSettled(
+    config.stunPorts.map((port) =>
+      startStunServer({ host: config.host, port, rate: stunRate, onDatagram: (outcome, received, sent) => metrics.stunDatagram(outcome, received, sent) }),
+    ),
+  );
+  const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failed) {
+    // A STUN port that cannot be bound (e.g. in use) stops the start without leaving the other ports open.
+    await Promise.all(started.map((s) => (s.status === 'fulfilled' ? s.value.close() : undefined)));
+    await agent.close();
+    throw failed.reason;
+  }
+  const stun = started.map((s) => (s as PromiseFulfilledResult<StunServer>).value);
 
   const refuse = (reason: string, error: AgentError): never => {
     metrics.rejected(reason);
@@ -145,7 +166,7 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
         response.end(JSON.stringify({ ok: true, registered: registry.size, relays: relays.count }));
       } else if (request.url === '/metrics') {
         response.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
-        response.end(metrics.prometheus(registry.size, relays));
+        response.end(metrics.prometheus(registry.size, relays, agent));
       } else {
         response.writeHead(404).end();
       }
@@ -167,7 +188,7 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
       clearInterval(sweeper);
       await new Promise<void>((resolve) => (http ? http.close(() => resolve()) : resolve()));
       http?.closeAllConnections();
-      for (const s of stun) s.close();
+      await Promise.all(stun.map((s) => s.close()));
       await agent.close();
       log('info', 'rendezvous stopped');
     },

@@ -1,0 +1,91 @@
+import { spawn } from 'node:child_process';
+import { createSocket } from 'node:dgram';
+import { once } from 'node:events';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { AgentError, Identity } from '@agentlink/core';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseAllowList } from '../src/allow-list.js';
+import { DEFAULT_CONFIG, configFrom, listenerLimits } from '../src/config.js';
+import { startRendezvous } from '../src/index.js';
+import { cleanup } from './helpers.js';
+
+afterEach(cleanup);
+
+function thrown(run: () => unknown): AgentError {
+  try {
+    run();
+  } catch (error) {
+    return error as AgentError;
+  }
+  throw new Error('expected an error');
+}
+
+describe('rendezvous configuration', () => {
+  it('takes two STUN ports and refuses anything else with a message naming the setting', () => {
+    expect(configFrom(['--stun-ports', '3480, 3481'], {}).stunPorts).toEqual([3480, 3481]);
+    expect(configFrom([], { RENDEZVOUS_STUN_PORTS: '0,0' }).stunPorts).toEqual([0, 0]);
+    for (const bad of ['3478', '3478,3479,3480', 'abc,def', '3478,', '70000,3479', '-1,3479', '']) {
+      const error = thrown(() => configFrom([`--stun-ports=${bad}`], {}));
+      expect(error).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('--stun-ports must be two UDP ports') });
+    }
+    expect(thrown(() => configFrom([], { RENDEZVOUS_STUN_PORTS: '3478' })).message).toMatch(/^RENDEZVOUS_STUN_PORTS must be two UDP ports/);
+    expect(thrown(() => configFrom(['--stun-ports', '3478,3478'], {})).message).toMatch(/two different ports/);
+  });
+
+  it('refuses non-integers, out-of-range ports, unknown flags and non-positive limits', () => {
+    expect(thrown(() => configFrom(['--port', '44x'], {})).message).toMatch(/--port must be an integer/);
+    expect(thrown(() => configFrom(['--port', ''], {})).message).toMatch(/--port must be an integer/);
+    expect(thrown(() => configFrom(['--port', '65536'], {})).message).toMatch(/port must be 0-65535/);
+    expect(thrown(() => configFrom(['--prot', '1'], {})).message).toMatch(/Unknown option '--prot'/);
+    expect(thrown(() => configFrom(['--stun-requests-per-second', '0'], {})).message).toMatch(/stunRequestsPerSecondPerIp must be a positive integer/);
+    expect(configFrom(['--stun-requests-per-second', '7'], {}).stunRequestsPerSecondPerIp).toBe(7);
+  });
+
+  it('rejects a bad configuration from code before opening any port', async () => {
+    await expect(startRendezvous({ stunPorts: [1, 2, 3] as unknown as [number, number] })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/stunPorts/) });
+    await expect(startRendezvous({ maxConnectionsPerIp: -1 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/maxConnectionsPerIp/) });
+  });
+
+  it('a STUN port in use stops the start with the error (the ports already bound are closed again)', async () => {
+    const taken = createSocket('udp4');
+    await new Promise<void>((resolve) => taken.bind(0, '127.0.0.1', resolve));
+    const port = taken.address().port;
+    await expect(startRendezvous({ host: '127.0.0.1', port: 0, httpPort: -1, stunPorts: [0, port] })).rejects.toMatchObject({ code: 'EADDRINUSE' });
+    taken.close();
+  });
+
+  it("gives the wss listener core's ListenerLimits from its settings", () => {
+    expect(listenerLimits({ ...DEFAULT_CONFIG, maxConnections: 100, maxConnectionsPerIp: 10, connectionsPerSecondPerIp: 3, handshakeTimeoutMs: 2000 })).toEqual({
+      maxConnections: 100,
+      maxConnectionsPerIp: 10,
+      newConnectionsPerIpPerSecond: 3,
+      handshakeTimeoutMs: 2000,
+    });
+    expect(listenerLimits(DEFAULT_CONFIG)).toEqual({ maxConnections: 4096, maxConnectionsPerIp: 1024, newConnectionsPerIpPerSecond: 20, handshakeTimeoutMs: 5000 });
+  });
+
+  it('reads --allow-agents: one AgentId a line, comments and blanks ignored, a bad line named', () => {
+    const [a, b] = [Identity.generate().id, Identity.generate().id];
+    const dir = mkdtempSync(join(tmpdir(), 'rdv-allow-'));
+    const file = join(dir, 'agents.txt');
+    writeFileSync(file, `# our agents\n${a}\n\n  ${b.toUpperCase()}  # shouting is fine\n${a}\n`);
+    expect(configFrom(['--allow-agents', file], {}).allowAgents).toEqual([a, b]);
+    expect(thrown(() => parseAllowList(`${a}\nnot-an-agent\n`, 'agents.txt')).message).toMatch(/^agents\.txt:2: "not-an-agent" is not an AgentId/);
+    expect(thrown(() => parseAllowList('# nobody\n', 'agents.txt')).message).toMatch(/lists no AgentId/);
+    expect(thrown(() => configFrom(['--allow-agents', join(dir, 'missing.txt')], {})).message).toMatch(/cannot read the allow list/);
+    expect(configFrom([], {}).allowAgents).toBeUndefined();
+  });
+
+  it('the process says what is wrong in one line and exits 2 (no stack trace)', async () => {
+    const main = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+    const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', main, '--stun-ports', '3478'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const [code] = (await once(child, 'exit')) as [number];
+    expect(code).toBe(2);
+    expect(stderr.trim()).toBe('agentlink-rendezvous: --stun-ports must be two UDP ports separated by a comma, e.g. 3478,3479 (0 = any); got "3478"');
+  });
+});

@@ -18,15 +18,22 @@ class PlainSummaryReporter implements Reporter {
   }
 }
 
-/** Tests that need root (network namespaces, nftables): `pnpm test:natlab`, run by CI beside `pnpm test`. */
-export const ROOT_ONLY_TESTS = ['apps/rendezvous/test/nat-lab.test.ts'];
+/**
+ * Suites with needs of their own, run by CI beside `pnpm test` (which any user runs on a fresh machine):
+ * `pnpm test:natlab` needs root (network namespaces, nftables); `pnpm test:interop` runs foreign clients and tools
+ * from Debian packages (curl, turnutils_stunclient, promtool), which its script installs when missing.
+ */
+export const SEPARATE_SUITES = {
+  natlab: ['apps/rendezvous/test/nat-lab.test.ts'],
+  interop: ['packages/*/test/**/*.interop.test.ts', 'apps/*/test/**/*.interop.test.ts'],
+};
 
 export default defineConfig({
   resolve: { conditions: ['source'] },
   ssr: { resolve: { conditions: ['source'], externalConditions: ['source'] } },
   test: {
     include: ['packages/*/test/**/*.test.ts', 'apps/*/test/**/*.test.ts'],
-    exclude: ['**/node_modules/**', ...ROOT_ONLY_TESTS],
+    exclude: ['**/node_modules/**', ...SEPARATE_SUITES.natlab, ...SEPARATE_SUITES.interop],
     pool: 'forks',
     // Leak tests collect garbage before they measure, so they see leaks rather than the collector's timing.
     execArgv: ['--expose-gc'],

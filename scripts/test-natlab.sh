@@ -13,4 +13,4 @@ if ! command -v nft >/dev/null 2>&1; then
     || { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nftables >/dev/null; }
 fi
 pnpm --silent --filter @agentlink/quic build:native
-exec pnpm exec vitest run --config vitest.natlab.config.ts "$@"
+SUITE=natlab exec pnpm exec vitest run --config vitest.suite.config.ts "$@"

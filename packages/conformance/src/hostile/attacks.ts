@@ -328,10 +328,19 @@ const abandoned: Attack = {
     const partial = requestFrame('echo', 'y'.repeat(200)).subarray(0, 50);
     const cancel = new AgentError('CANCELLED', 'abandoned');
     let opened = 0;
-    for (let base = 0; base < streams; base += concurrency) {
+    // A server may end the session of a peer that resets streams in bulk (node:http2 answers a rapid reset with
+    // GOAWAY): that is a defence, and the attack stops there.
+    let closedByServer: string | undefined;
+    for (let base = 0; base < streams && !closedByServer; base += concurrency) {
       await Promise.all(
         Array.from({ length: Math.min(concurrency, streams - base) }, async (_, i) => {
-          const stream = await peer.openStream();
+          let stream: ChannelStream;
+          try {
+            stream = await peer.openStream();
+          } catch (error) {
+            closedByServer ??= (error as AgentError).message;
+            return;
+          }
           opened++;
           const variant = (base + i) % 3;
           if (variant !== 0) await tryWrite(stream, partial); // 0: nothing at all
@@ -341,7 +350,7 @@ const abandoned: Attack = {
     }
     // Nothing leaks while the attacker is still connected: reset streams are freed, left ones time out.
     const stats = await victim.waitFor('the abandoned streams freed at the server', (s) => s.activeStreams === 0, HOSTILE_BOUNDS.reactionMs);
-    return { observed: { opened, serverActiveStreams: stats.activeStreams }, release: () => peer.leave() };
+    return { observed: { opened, closedByServer, serverActiveStreams: stats.activeStreams }, release: () => peer.leave() };
   },
 };
 

@@ -22,7 +22,7 @@ export const HOSTILE_BOUNDS = {
   /** The server's requestTimeoutMs in the suite, so never-finished requests are reset quickly. */
   requestTimeoutMs: 500,
   /** Upper bound for any expected reaction (a reset, a close, streams drained): generous, the machine is noisy. */
-  reactionMs: 15_000,
+  reactionMs: 10_000,
 } as const;
 
 /** The size of each attack: the suite's (small, fast) and the measurement script's (the original measurements). */
@@ -44,7 +44,7 @@ export interface AttackScale {
 }
 
 export const SUITE_SCALE: AttackScale = {
-  hugeFrames: { streams: 48, declaredBytes: 16 * MiB, sentBytes: 3 * MiB },
+  hugeFrames: { streams: 48, declaredBytes: 16 * MiB, sentBytes: 2 * MiB },
   unreadStreams: { streams: 200, itemBytes: 64 * 1024 },
   unfinishedRequests: { streams: 200 },
   openFlood: { streams: 20_000 },

@@ -46,7 +46,8 @@ const EXPECTATIONS: Record<string, (m: Measurement, target: ConformanceTarget) =
     expect(m.after!.prototypeClean).toBe(true);
   },
   'abandoned-streams': (m) => {
-    expect(m.observed!['opened']).toBe(SUITE_SCALE.abandoned.streams);
+    // Every stream was opened, unless the server ended the session of a peer resetting streams in bulk.
+    if (m.observed!['closedByServer'] === undefined) expect(m.observed!['opened']).toBe(SUITE_SCALE.abandoned.streams);
     expect(m.observed!['serverActiveStreams']).toBe(0);
   },
   'slow-readers': (m) => {

@@ -1,6 +1,6 @@
-import { runConformanceSuite } from '@agentlink/conformance';
+import { runConformanceSuite, runHostileSuite, type ConformanceTarget } from '@agentlink/conformance';
 
-runConformanceSuite({
+const target: ConformanceTarget = {
   name: 'http2',
   module: new URL('../src/index.ts', import.meta.url).href,
   factory: 'http2',
@@ -8,4 +8,7 @@ runConformanceSuite({
   socket: 'tcp',
   // 8 MiB stream window + 1 MiB read buffer before pausing + socket buffers.
   maxStreamBufferBytes: 12 * 1024 * 1024,
-});
+};
+
+runConformanceSuite(target);
+runHostileSuite(target);

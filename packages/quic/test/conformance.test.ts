@@ -1,6 +1,6 @@
-import { runConformanceSuite } from '@agentlink/conformance';
+import { runConformanceSuite, runHostileSuite, type ConformanceTarget } from '@agentlink/conformance';
 
-runConformanceSuite({
+const target: ConformanceTarget = {
   name: 'quic',
   module: new URL('../src/index.ts', import.meta.url).href,
   factory: 'quic',
@@ -10,4 +10,7 @@ runConformanceSuite({
   socket: 'udp',
   // 2 MiB stream window + what quinn and the engine hold in flight.
   maxStreamBufferBytes: 4 * 1024 * 1024,
-});
+};
+
+runConformanceSuite(target);
+runHostileSuite(target);

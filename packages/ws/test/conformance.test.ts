@@ -1,6 +1,6 @@
-import { runConformanceSuite } from '@agentlink/conformance';
+import { runConformanceSuite, runHostileSuite, type ConformanceTarget } from '@agentlink/conformance';
 
-runConformanceSuite({
+const target: ConformanceTarget = {
   name: 'ws',
   module: new URL('../src/index.ts', import.meta.url).href,
   factory: 'webSocket',
@@ -8,4 +8,7 @@ runConformanceSuite({
   socket: 'tcp',
   // 256 KiB mux window + the socket and TLS buffers between the two processes.
   maxStreamBufferBytes: 1024 * 1024,
-});
+};
+
+runConformanceSuite(target);
+runHostileSuite(target);

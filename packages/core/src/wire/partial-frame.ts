@@ -12,12 +12,15 @@ const STAGING_MAX_BYTES = 64 * 1024;
  * - a large piece is kept as a view of the chunk it came in, unless that view would pin a much larger buffer,
  * - small pieces (a peer may send one byte per packet) are copied into staging buffers that grow by doubling up to
  *   64 KiB, so a million one-byte chunks cost a few buffers, not a million objects,
- * - when the last byte arrives, everything is joined into one buffer (the only copy of most bytes).
+ * - once half the frame has arrived, or when its last byte does, everything is moved into one buffer of the
+ *   frame's length and later pieces are copied straight into it (most bytes are copied once).
  */
 export class PartialFrame {
   private readonly pieces: Uint8Array[] = [];
   private staging: Buffer | undefined;
   private staged = 0;
+  /** The frame's own buffer, once half of it has arrived; then pieces are copied straight in. */
+  private whole: Buffer | undefined;
   private held = 0;
 
   constructor(private readonly length: number) {}
@@ -34,7 +37,12 @@ export class PartialFrame {
 
   /** Holds a piece that does not complete the frame (`piece.length < missing`). */
   add(piece: Uint8Array): void {
-    if (piece.length >= VIEW_MIN_BYTES) {
+    if (this.whole === undefined && (this.held + piece.length) * 2 >= this.length) this.promote();
+    const whole = this.whole;
+    if (whole !== undefined) {
+      whole.set(piece, this.held);
+      this.held += piece.length;
+    } else if (piece.length >= VIEW_MIN_BYTES) {
       this.seal();
       // A view of a bigger buffer would keep all of it alive: copy unless the piece is most of it.
       this.pieces.push(piece.byteLength * 2 >= piece.buffer.byteLength ? piece : Buffer.from(piece));
@@ -46,23 +54,34 @@ export class PartialFrame {
 
   /** Joins the held bytes with the last piece (`piece.length === missing`) into the frame's payload. */
   complete(last: Uint8Array): Uint8Array {
+    if (this.whole === undefined) this.promote();
+    const whole = this.whole!;
+    whole.set(last, this.held);
+    return whole;
+  }
+
+  /**
+   * Moves what is held into one buffer of the frame's full length. Done once half the frame has arrived (the
+   * memory bound still holds: the buffer is at most twice the bytes received) or when it completes, so most
+   * bytes are copied once.
+   */
+  private promote(): void {
     const staging = this.staging;
     if (this.pieces.length === 0 && staging !== undefined && staging.length === this.length) {
-      staging.set(last, this.staged); // the staging buffer grew to exactly the frame: no join needed
-      return staging;
+      this.whole = staging; // the staging buffer grew to the frame's size: nothing to move
+    } else {
+      const whole = Buffer.allocUnsafe(this.length);
+      let offset = 0;
+      for (const piece of this.pieces) {
+        whole.set(piece, offset);
+        offset += piece.length;
+      }
+      if (staging !== undefined) whole.set(staging.subarray(0, this.staged), offset);
+      this.whole = whole;
     }
-    const payload = Buffer.allocUnsafe(this.length);
-    let offset = 0;
-    for (const piece of this.pieces) {
-      payload.set(piece, offset);
-      offset += piece.length;
-    }
-    if (staging !== undefined) {
-      payload.set(staging.subarray(0, this.staged), offset);
-      offset += this.staged;
-    }
-    payload.set(last, offset);
-    return payload;
+    this.pieces.length = 0;
+    this.staging = undefined;
+    this.staged = 0;
   }
 
   private stage(piece: Uint8Array): void {
@@ -71,7 +90,7 @@ export class PartialFrame {
       if (this.staging === undefined || this.staged === this.staging.length) this.growStaging(piece.length - offset);
       const staging = this.staging!;
       const take = Math.min(staging.length - this.staged, piece.length - offset);
-      staging.set(piece.subarray(offset, offset + take), this.staged);
+      staging.set(take === piece.length ? piece : piece.subarray(offset, offset + take), this.staged);
       this.staged += take;
       this.held += take;
       offset += take;

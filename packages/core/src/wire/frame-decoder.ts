@@ -72,7 +72,7 @@ export class FrameDecoder {
       const length = this.header.readUInt32BE(0);
       this.checkLength(length);
       if (length === 0) {
-        frames.push(new Uint8Array(0));
+        frames.push(Buffer.alloc(0));
         this.headerFilled = 0;
       } else {
         this.partial = new PartialFrame(length);

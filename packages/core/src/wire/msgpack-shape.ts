@@ -34,134 +34,91 @@ function malformed(reason: string, position: number): AgentError {
  * The decoder (msgpackr) recurses per level and has no depth limit of its own; this walk is iterative.
  */
 export function checkMsgpackShape(bytes: Uint8Array, limits: Readonly<DecodeLimits> = DEFAULT_DECODE_LIMITS): void {
-  new ShapeWalk(bytes, limits).run();
-}
-
-/** One walk's state. A class, not closures: no per-call function objects on the hot path. */
-class ShapeWalk {
-  private position = 0;
-  private readonly end: number;
+  const end = bytes.length;
+  const { maxDepth, maxContainers } = limits;
   /** For each open container, the values its parent still expects after it. */
-  private readonly parents: number[] = [];
+  const parents: number[] = [];
   /** Values still expected at the current level: the frame is exactly one. */
-  private expected = 1;
-  private containers = 0;
-
-  constructor(
-    private readonly bytes: Uint8Array,
-    private readonly limits: Readonly<DecodeLimits>,
-  ) {
-    this.end = bytes.length;
-  }
-
-  run(): void {
-    const bytes = this.bytes;
-    for (;;) {
-      if (this.expected === 0) {
-        if (this.parents.length === 0) break;
-        this.expected = this.parents.pop()!;
-        continue;
+  let expected = 1;
+  let containers = 0;
+  let position = 0;
+  // One flat loop with locals (no closures, no helper calls per byte): it stays fast after every kind of input.
+  for (;;) {
+    if (expected === 0) {
+      if (parents.length === 0) break;
+      expected = parents.pop()!;
+      continue;
+    }
+    if (position >= end) throw malformed('truncated value', position);
+    expected--;
+    const byte = bytes[position++]!;
+    if (byte <= 0x7f || byte >= 0xe0) continue; // positive / negative fixint
+    /** Bytes a str/bin/number takes after its type byte, or values a container holds (-1: none of those). */
+    let skip = -1;
+    let values = -1;
+    if (byte <= 0x8f) values = (byte & 0x0f) * 2; // fixmap: key and value per entry
+    else if (byte <= 0x9f) values = byte & 0x0f; // fixarray
+    else if (byte <= 0xbf) skip = byte & 0x1f; // fixstr
+    else {
+      const size = LENGTH_FIELD[byte - 0xc0]!;
+      if (size === UNSUPPORTED) {
+        throw malformed(byte === 0xc1 ? 'the never-used byte 0xc1' : `extension type 0x${byte.toString(16)} (agentlink uses none)`, position - 1);
       }
-      if (this.position >= this.end) throw malformed('truncated value', this.position);
-      this.expected--;
-      const byte = bytes[this.position++]!;
-      if (byte <= 0x7f || byte >= 0xe0) continue; // positive / negative fixint
-      if (byte <= 0x8f) {
-        this.open((byte & 0x0f) * 2); // fixmap: key and value per entry
-        continue;
-      }
-      if (byte <= 0x9f) {
-        this.open(byte & 0x0f); // fixarray
-        continue;
-      }
-      if (byte <= 0xbf) {
-        this.skip(byte & 0x1f); // fixstr
-        continue;
-      }
-      switch (byte) {
-        case 0xc0: // nil
-        case 0xc2: // false
-        case 0xc3: // true
-          continue;
-        case 0xc4: // bin 8
-        case 0xd9: // str 8
-          this.skip(this.uint(1));
-          continue;
-        case 0xc5: // bin 16
-        case 0xda: // str 16
-          this.skip(this.uint(2));
-          continue;
-        case 0xc6: // bin 32
-        case 0xdb: // str 32
-          this.skip(this.uint(4));
-          continue;
-        case 0xcc: // uint 8
-        case 0xd0: // int 8
-          this.skip(1);
-          continue;
-        case 0xcd: // uint 16
-        case 0xd1: // int 16
-          this.skip(2);
-          continue;
-        case 0xca: // float 32
-        case 0xce: // uint 32
-        case 0xd2: // int 32
-          this.skip(4);
-          continue;
-        case 0xcb: // float 64
-        case 0xcf: // uint 64 (decoded as a number: int64AsType 'number')
-        case 0xd3: // int 64
-          this.skip(8);
-          continue;
-        case 0xdc: // array 16
-          this.open(this.uint(2));
-          continue;
-        case 0xdd: // array 32
-          this.open(this.uint(4));
-          continue;
-        case 0xde: // map 16
-          this.open(this.uint(2) * 2);
-          continue;
-        case 0xdf: // map 32
-          this.open(this.uint(4) * 2);
-          continue;
-        default:
-          throw malformed(
-            byte === 0xc1 ? 'the never-used byte 0xc1' : `extension type 0x${byte.toString(16)} (agentlink uses none)`,
-            this.position - 1,
-          );
+      if (size === FIXED) {
+        skip = FIXED_SIZE[byte - 0xc0]!;
+      } else {
+        if (size > end - position) throw malformed('truncated length', position);
+        let length = 0;
+        for (let i = 0; i < size; i++) length = length * 256 + bytes[position + i]!;
+        position += size;
+        if (byte >= 0xdc) values = byte >= 0xde ? length * 2 : length; // array 16/32, map 16/32
+        else skip = length; // bin 8/16/32, str 8/16/32
       }
     }
-    if (this.position !== this.end) throw malformed(`${this.end - this.position} trailing bytes after the message`, this.position);
-  }
-
-  private need(count: number): void {
-    if (count > this.end - this.position) {
-      throw malformed(`length ${count} runs past the end (${this.end - this.position} bytes left)`, this.position);
+    if (skip >= 0) {
+      if (skip > end - position) throw malformed(`length ${skip} runs past the end (${end - position} bytes left)`, position);
+      position += skip;
+      continue;
+    }
+    if (++containers > maxContainers) throw malformed(`more than ${maxContainers} arrays and maps`, position);
+    if (parents.length + 1 > maxDepth) throw malformed(`nesting deeper than ${maxDepth}`, position);
+    // Each value takes at least one byte.
+    if (values > end - position) throw malformed(`length ${values} runs past the end (${end - position} bytes left)`, position);
+    if (values > 0) {
+      parents.push(expected);
+      expected = values;
     }
   }
-
-  private skip(count: number): void {
-    this.need(count);
-    this.position += count;
-  }
-
-  /** A big-endian unsigned length field of 1, 2 or 4 bytes. */
-  private uint(size: 1 | 2 | 4): number {
-    this.need(size);
-    const bytes = this.bytes;
-    let value = 0;
-    for (let i = 0; i < size; i++) value = value * 256 + bytes[this.position + i]!;
-    this.position += size;
-    return value;
-  }
-
-  private open(values: number): void {
-    if (++this.containers > this.limits.maxContainers) throw malformed(`more than ${this.limits.maxContainers} arrays and maps`, this.position);
-    if (this.parents.length + 1 > this.limits.maxDepth) throw malformed(`nesting deeper than ${this.limits.maxDepth}`, this.position);
-    this.need(values); // each value takes at least one byte
-    if (values === 0) return;
-    this.parents.push(this.expected);
-    this.expected = values;
-  }
+  if (position !== end) throw malformed(`${end - position} trailing bytes after the message`, position);
 }
+
+const UNSUPPORTED = -1;
+/** A type whose payload has a fixed size (FIXED_SIZE), with no length field. */
+const FIXED = 0;
+
+/**
+ * For type bytes 0xc0-0xdf: the size of the length field that follows (1, 2 or 4), FIXED, or UNSUPPORTED
+ * (0xc1 is never used; 0xc7-0xc9 and 0xd4-0xd8 are extension types, which agentlink does not use).
+ */
+const LENGTH_FIELD: readonly number[] = [
+  FIXED, UNSUPPORTED, FIXED, FIXED, // c0 nil, c1, c2 false, c3 true
+  1, 2, 4, // c4-c6 bin 8/16/32
+  UNSUPPORTED, UNSUPPORTED, UNSUPPORTED, // c7-c9 ext 8/16/32
+  FIXED, FIXED, // ca float 32, cb float 64
+  FIXED, FIXED, FIXED, FIXED, // cc-cf uint 8/16/32/64 (64-bit decodes as a number: int64AsType 'number')
+  FIXED, FIXED, FIXED, FIXED, // d0-d3 int 8/16/32/64
+  UNSUPPORTED, UNSUPPORTED, UNSUPPORTED, UNSUPPORTED, UNSUPPORTED, // d4-d8 fixext 1/2/4/8/16
+  1, 2, 4, // d9-db str 8/16/32
+  2, 4, // dc-dd array 16/32
+  2, 4, // de-df map 16/32
+];
+
+/** For FIXED type bytes 0xc0-0xdf: the bytes that follow. */
+const FIXED_SIZE: readonly number[] = [
+  0, 0, 0, 0, // c0-c3
+  0, 0, 0, 0, 0, 0, // c4-c9 (not fixed)
+  4, 8, // ca, cb
+  1, 2, 4, 8, // cc-cf
+  1, 2, 4, 8, // d0-d3
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // d4-df (not fixed)
+];

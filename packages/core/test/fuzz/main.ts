@@ -28,7 +28,10 @@ console.log(`fuzz: ${report.inputs} inputs, seed ${seed}, ${seconds.toFixed(1)} 
 console.log(`  inputs by kind: ${JSON.stringify(report.inputsByKind)}`);
 console.log(`  messages decoded: ${report.messages}, ended inside a frame: ${report.incomplete}`);
 console.log(`  errors by code: ${JSON.stringify(report.errorsByCode)}`);
-console.log(`  time per input: median ${report.medianUs.toFixed(1)} µs, p99 ${report.p99Ms.toFixed(3)} ms, max ${report.maxMs.toFixed(2)} ms (${report.slowestKind})`);
+console.log(
+  `  time per input: median ${report.medianUs.toFixed(1)} µs, p99 ${report.p99Ms.toFixed(3)} ms, p99.9 ${report.p999Ms.toFixed(3)} ms, max ${report.maxMs.toFixed(2)} ms (${report.slowestKind})`,
+);
+console.log(`  slowest by kind (ms): ${JSON.stringify(report.maxMsByKind)}`);
 console.log(`  heap after GC: ${mib(heapBefore)} before, ${mib(heapAfter)} after (${growth >= 0 ? '+' : ''}${mib(growth)})`);
 for (const failure of report.failures) console.log(`  FAILURE ${failure}`);
 if (report.maxMs > 10) console.log('  note: the slowest input took over 10 ms (on a quiet machine none should)');

@@ -16,8 +16,12 @@ export interface FuzzReport {
   inputsByKind: Record<string, number>;
   /** Anything thrown that is not an AgentError, and decoded values with a BigInt or a foreign prototype. */
   failures: string[];
+  /** Times per input are the fastest of up to 4 runs for inputs over 1 ms (see runFuzz). */
   maxMs: number;
+  /** The slowest input of each kind, in ms: tells a slow shape from a pause of the machine. */
+  maxMsByKind: Record<string, number>;
   p99Ms: number;
+  p999Ms: number;
   medianUs: number;
   slowestKind: string;
 }
@@ -41,6 +45,21 @@ function hex(input: FuzzInput): string {
   return Buffer.concat(input.chunks).subarray(0, 48).toString('hex');
 }
 
+/** The decoder path as FramedStream runs it: a fresh decoder, each chunk pushed, each complete frame decoded. */
+function decode(input: FuzzInput): { decoded: unknown[]; idle: boolean; error?: unknown; ms: number } {
+  const decoded: unknown[] = [];
+  const started = performance.now();
+  const decoder = new FrameDecoder(input.maxFrameSize);
+  try {
+    for (const chunk of input.chunks) {
+      for (const payload of decoder.push(chunk)) decoded.push(decodePayload(payload));
+    }
+  } catch (error) {
+    return { decoded, idle: decoder.idle, error, ms: performance.now() - started };
+  }
+  return { decoded, idle: decoder.idle, ms: performance.now() - started };
+}
+
 export function runFuzz(options: { count: number; seed: number; onProgress?(done: number): void }): FuzzReport {
   const source = new InputSource(new Rng(options.seed));
   const times = new Float64Array(options.count);
@@ -52,7 +71,9 @@ export function runFuzz(options: { count: number; seed: number; onProgress?(done
     inputsByKind: {},
     failures: [],
     maxMs: 0,
+    maxMsByKind: {},
     p99Ms: 0,
+    p999Ms: 0,
     medianUs: 0,
     slowestKind: '',
   };
@@ -63,29 +84,27 @@ export function runFuzz(options: { count: number; seed: number; onProgress?(done
   for (let i = 0; i < options.count; i++) {
     const input = source.next();
     report.inputsByKind[input.kind] = (report.inputsByKind[input.kind] ?? 0) + 1;
-    const decoded: unknown[] = [];
-    let decoder: FrameDecoder | undefined;
-    let threw = false;
-    const started = performance.now();
-    try {
-      decoder = new FrameDecoder(input.maxFrameSize);
-      for (const chunk of input.chunks) {
-        for (const payload of decoder.push(chunk)) decoded.push(decodePayload(payload));
-      }
-    } catch (error) {
-      threw = true;
-      if (error instanceof AgentError) report.errorsByCode[error.code] = (report.errorsByCode[error.code] ?? 0) + 1;
-      else fail(`threw ${String(error)}`, input);
-    }
-    const ms = performance.now() - started;
+    const outcome = decode(input);
+    let ms = outcome.ms;
+    // An input slower than 1 ms is timed 3 more times and keeps its fastest: on a shared machine a single slow
+    // run is as often a pause (GC, another process) as a slow shape; the fastest run tells them apart.
+    for (let again = 0; again < 3 && ms > 1; again++) ms = Math.min(ms, decode(input).ms);
     times[i] = ms;
+    if (ms > (report.maxMsByKind[input.kind] ?? 0)) report.maxMsByKind[input.kind] = Number(ms.toFixed(3));
     if (ms > report.maxMs) {
       report.maxMs = ms;
       report.slowestKind = input.kind;
     }
-    report.messages += decoded.length;
-    if (!threw && decoder && !decoder.idle) report.incomplete++;
-    for (const message of decoded) {
+    const error = outcome.error;
+    if (error === undefined) {
+      report.messages += outcome.decoded.length;
+      if (!outcome.idle) report.incomplete++;
+    } else if (error instanceof AgentError) {
+      report.errorsByCode[error.code] = (report.errorsByCode[error.code] ?? 0) + 1;
+    } else {
+      fail(`threw ${String(error)}`, input);
+    }
+    for (const message of outcome.decoded) {
       const found = foreignIn(message);
       if (found) fail(`decoded ${found}`, input);
     }
@@ -96,6 +115,7 @@ export function runFuzz(options: { count: number; seed: number; onProgress?(done
   }
   times.sort();
   report.p99Ms = times[Math.floor(options.count * 0.99)] ?? 0;
+  report.p999Ms = times[Math.floor(options.count * 0.999)] ?? 0;
   report.medianUs = (times[Math.floor(options.count / 2)] ?? 0) * 1000;
   return report;
 }

@@ -13,7 +13,7 @@ import {
   type WireMessage,
 } from '../src/index.js';
 import { tupleToMessage } from '../src/wire/messages.js';
-import { containerFloodPayload, deepPayload } from './fuzz/inputs.js';
+import { containerFloodPayload, deepPayload, frame } from './fuzz/inputs.js';
 import { runFuzz } from './fuzz/run.js';
 
 const gc = (globalThis as { gc?: () => void }).gc!;
@@ -87,6 +87,35 @@ describe('frame decoder memory: nothing allocated for a declared length', () => 
     expect(decoder.bufferedBytes).toBe(0);
     const message = decodePayload(out[0]!) as { type: 'item'; body: Uint8Array };
     expect(Buffer.from(message.body).equals(body)).toBe(true);
+  });
+
+  it('reassembles frames of any size from any cuts, pieces kept as views, staged or moved (property)', () => {
+    const cut = fc.record({
+      sizes: fc.array(fc.integer({ min: 0, max: 200_000 }), { minLength: 1, maxLength: 3 }),
+      cuts: fc.array(fc.oneof(fc.integer({ min: 1, max: 64 }), fc.integer({ min: 1, max: 70_000 })), { maxLength: 40 }),
+      copy: fc.boolean(),
+    });
+    fc.assert(
+      fc.property(cut, ({ sizes, cuts, copy }) => {
+        const payloads = sizes.map((size, n) => Buffer.alloc(size, n + 1).fill(n * 7 + 3, 0, Math.min(size, 9)));
+        const stream = Buffer.concat(payloads.map((payload) => frame(payload)));
+        const decoder = new FrameDecoder();
+        const out: Buffer[] = [];
+        let offset = 0;
+        for (const size of [...cuts, stream.length]) {
+          const piece = stream.subarray(offset, Math.min(stream.length, offset + size));
+          // Copies are whole buffers (kept as views); subarrays of the stream pin it (so they are copied).
+          for (const frame of decoder.push(copy ? Buffer.from(piece) : piece)) out.push(Buffer.from(frame));
+          offset += piece.length;
+          if (offset >= stream.length) break;
+        }
+        // Buffer.equals: vitest's deep equality walks 200 KB buffers element by element.
+        expect(out.length).toBe(payloads.length);
+        expect(out.every((bytes, n) => bytes.equals(payloads[n]!))).toBe(true);
+        expect(decoder.idle).toBe(true);
+      }),
+      { numRuns: 200 },
+    );
   });
 
   it('returns an empty payload for a zero-length frame whose header came in pieces', () => {

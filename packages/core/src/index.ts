@@ -23,6 +23,8 @@ export { muxOverStream } from './mux/mux-over-stream.js';
 export type { MessagePipe, MuxedChannelInit, MuxOptions } from './mux/muxed-channel.js';
 export { DEFAULT_MAX_FRAME_SIZE, FRAME_HEADER_BYTES, decodePayload, encodeFrame, encodeFrameSegments } from './wire/codec.js';
 export { FrameDecoder } from './wire/frame-decoder.js';
+export { DEFAULT_DECODE_LIMITS, MAX_CONTAINERS_PER_FRAME, MAX_NESTING_DEPTH, checkMsgpackShape } from './wire/msgpack-shape.js';
+export type { DecodeLimits } from './wire/msgpack-shape.js';
 export { FramedStream } from './wire/framed-stream.js';
 export { MessageType, PRIORITIES } from './wire/messages.js';
 export type { CallMode, Priority, WireMessage } from './wire/messages.js';

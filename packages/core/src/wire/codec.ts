@@ -1,5 +1,6 @@
 import { Packr, RESERVE_START_SPACE } from 'msgpackr';
 import { AgentError } from '../errors.js';
+import { checkMsgpackShape, DEFAULT_DECODE_LIMITS, type DecodeLimits } from './msgpack-shape.js';
 import { messageToTuple, tupleToMessage, type WireMessage } from './messages.js';
 
 /** Bytes of the big-endian length that precedes every frame's payload. */
@@ -57,8 +58,14 @@ export function encodeFrameSegments(message: WireMessage, maxFrameSize = DEFAULT
   return [encodeFrame(message, maxFrameSize)];
 }
 
-/** Decodes and validates one frame payload (without its length header). */
-export function decodePayload(payload: Uint8Array): WireMessage {
+/**
+ * Decodes and validates one frame payload (without its length header). The bytes' shape is checked first
+ * (`checkMsgpackShape`: depth, declared lengths, no extension types), so decoding costs time linear in the payload
+ * and every failure is a PROTOCOL_ERROR. MessagePack 64-bit integers decode as numbers (never BigInt), and a
+ * `__proto__` map key arrives as the own key `__proto_` (msgpackr renames it), never as a prototype.
+ */
+export function decodePayload(payload: Uint8Array, limits: Readonly<DecodeLimits> = DEFAULT_DECODE_LIMITS): WireMessage {
+  checkMsgpackShape(payload, limits);
   let value: unknown;
   try {
     value = packr.unpack(payload);

@@ -102,8 +102,10 @@ export function messageToTuple(message: WireMessage): EncodedMessage {
 /** Validates a decoded value; returns undefined when it is not a well-formed message. */
 export function tupleToMessage(value: unknown): WireMessage | undefined {
   if (!Array.isArray(value)) return undefined;
-  const schema = SCHEMAS[value[0] as keyof Schemas];
-  if (!schema) return undefined;
+  const type: unknown = value[0];
+  // Own properties only: a type like 'constructor' or '__proto__' must not find Object.prototype's members.
+  if (typeof type !== 'number' || !Object.hasOwn(SCHEMAS, type)) return undefined;
+  const schema = SCHEMAS[type as keyof Schemas];
   const parsed = schema.safeParse(value);
   if (!parsed.success) return undefined;
   const t = parsed.data;

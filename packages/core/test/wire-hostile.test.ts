@@ -269,3 +269,15 @@ describe(`decoder path fuzz (${FUZZ_INPUTS} inputs, seed 14)`, () => {
     expect(growth).toBeLessThan(16 * 1024 * 1024 + FUZZ_INPUTS * 8);
   });
 });
+
+describe('undefined', () => {
+  it('goes out as nil, and the msgpackr encoding earlier versions sent (d4 00 00) is still accepted', () => {
+    const sent = encodeFrame({ type: 'request', method: 'm', timeoutMs: null, priority: 'normal', metadata: {}, body: undefined, mode: 'unary' });
+    expect([...sent.subarray(4)]).not.toContain(0xd4);
+    // [1, "m", nil, 2, {}, <msgpackr undefined>, 0]: a body-less call from an earlier agentlink
+    const legacy = Buffer.from([0x97, 0x01, 0xa1, 0x6d, 0xc0, 0x02, 0x80, 0xd4, 0x00, 0x00, 0x00]);
+    expect(decodePayload(legacy)).toMatchObject({ type: 'request', method: 'm', body: undefined });
+    // Any other extension is still refused.
+    expect(() => decodePayload(Buffer.from([0x97, 0x01, 0xa1, 0x6d, 0xc0, 0x02, 0x80, 0xd4, 0x01, 0x00, 0x00]))).toThrow(expect.objectContaining({ code: 'PROTOCOL_ERROR' }));
+  });
+});

@@ -9,7 +9,8 @@ export const DEFAULT_MAX_FRAME_SIZE = 16 * 1024 * 1024;
 
 // Plain MessagePack (no records, no shared structures): every frame decodes on its own, in any implementation.
 // Binary bodies (Uint8Array/Buffer) travel as msgpack `bin`, never base64.
-const packr = new Packr({ useRecords: false, moreTypes: false, int64AsType: 'number', mapsAsObjects: true });
+// `undefined` (an absent body, a field left unset) goes out as nil: msgpackr's own encoding of it is an extension.
+const packr = new Packr({ useRecords: false, moreTypes: false, int64AsType: 'number', mapsAsObjects: true, encodeUndefinedAsNil: true });
 
 /**
  * Encodes one message as a frame: u32 payload length + msgpack payload. msgpackr leaves room for the header in

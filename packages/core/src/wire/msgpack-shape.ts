@@ -29,7 +29,8 @@ function malformed(reason: string, position: number): AgentError {
  * - nests at most `maxDepth` containers and holds at most `maxContainers`,
  * - declares no array, map, string or bin longer than the bytes left (every element takes at least one byte),
  *   so the decoder never allocates for lengths the frame cannot hold,
- * - uses no extension type (fixext/ext, 0xd4-0xd8 and 0xc7-0xc9, timestamps included) and not the unused 0xc1,
+ * - uses no extension type (fixext/ext, 0xd4-0xd8 and 0xc7-0xc9, timestamps included; only msgpackr's
+ *   `undefined`, d4 00 00, which earlier agentlink versions sent for absent values) and not the unused 0xc1,
  * - is followed by no trailing bytes.
  * The decoder (msgpackr) recurses per level and has no depth limit of its own; this walk is iterative.
  */
@@ -62,6 +63,12 @@ export function checkMsgpackShape(bytes: Uint8Array, limits: Readonly<DecodeLimi
     else {
       const size = LENGTH_FIELD[byte - 0xc0]!;
       if (size === UNSUPPORTED) {
+        // msgpackr's `undefined` (fixext 1, type 0, data 0): what earlier agentlink versions sent for an absent
+        // body or field. It decodes to undefined, in constant size: accepted, though agentlink now sends nil.
+        if (byte === 0xd4 && bytes[position] === 0 && bytes[position + 1] === 0 && end - position >= 2) {
+          position += 2;
+          continue;
+        }
         throw malformed(byte === 0xc1 ? 'the never-used byte 0xc1' : `extension type 0x${byte.toString(16)} (agentlink uses none)`, position - 1);
       }
       if (size === FIXED) {

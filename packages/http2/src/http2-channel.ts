@@ -150,8 +150,15 @@ export class Http2Channel implements Channel {
   async close(reason = new AgentError('CLOSED', 'channel closed')): Promise<void> {
     if (this.closeReason) return;
     this.closeReason = reason;
-    // With an error: `destroy(undefined, code)` would send NO_ERROR (node's first parameter defaults to a code).
-    if (!this.session.destroyed) this.session.destroy(reason, toHttp2Code(reason.code));
+    if (!this.session.destroyed) {
+      // The GOAWAY tells the peer why (e.g. PERMISSION_DENIED), and goes first, on its own: sent with destroy(),
+      // it followed the streams' resets and the socket's close, and the peer missed it (and destroy(undefined,
+      // code) sends NO_ERROR: node's first parameter defaults to a code).
+      const code = toHttp2Code(reason.code);
+      this.session.goaway(code);
+      const session = this.session;
+      setImmediate(() => session.destroy(reason, code));
+    }
     this.finish(reason);
     await this.closed;
   }

@@ -218,11 +218,16 @@ export class Http2ChannelStream implements ChannelStream {
   }
 
   private failFromPeer(code: number): void {
-    const errorCode = fromHttp2Code(code);
-    const why = code === constants.NGHTTP2_CANCEL ? 'the HTTP/2 session ended under the stream' : `stream reset by peer (${errorCode})`;
     // Node servers refuse streams over their limit at HEADERS time (REFUSED_STREAM or ENHANCE_YOUR_CALM),
     // before any handler saw them.
     const refused = code === constants.NGHTTP2_REFUSED_STREAM || code === constants.NGHTTP2_ENHANCE_YOUR_CALM;
+    if (code === constants.NGHTTP2_CANCEL || refused) {
+      // node cancels (or refuses) the streams of a session the peer ended: its GOAWAY's code (e.g. PERMISSION_DENIED) says why.
+      const session = this.sessionFailure();
+      if (session.code !== 'UNAVAILABLE') return this.fail(session);
+    }
+    const errorCode = fromHttp2Code(code);
+    const why = code === constants.NGHTTP2_CANCEL ? 'the HTTP/2 session ended under the stream' : `stream reset by peer (${errorCode})`;
     this.fail(new AgentError(refused ? 'UNAVAILABLE' : errorCode, why, { remote: true, unprocessed: refused && !this.received }));
   }
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Tests against foreign clients and tools: curl with HTTP/2 against an agent, coturn's turnutils_stunclient
+# Tests against foreign clients and tools: curl with HTTP/2 (and a throwaway openssl certificate) against an agent, coturn's turnutils_stunclient
 # against the rendezvous' STUN ports, promtool against its /metrics. Installs the Debian packages when missing
 # (that part needs root; with the tools already installed any user can run it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 missing=()
-for tool in curl:curl turnutils_stunclient:coturn promtool:prometheus; do
+for tool in curl:curl openssl:openssl turnutils_stunclient:coturn promtool:prometheus; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
 done
 if [[ ${#missing[@]} -gt 0 ]]; then

@@ -46,6 +46,8 @@ export { diagnosticChannels } from './diagnostics.js';
 export { ConnectionAdmission, DEFAULT_LISTENER_LIMITS, resolveListenerLimits } from './listener/listener-limits.js';
 export type { AdmissionRefusal, ListenerLimits } from './listener/listener-limits.js';
 export { refusalKey } from './listener/refusal.js';
+export { TlsListenerGuard, addressOf } from './listener/tls-listener-guard.js';
+export type { TlsListenerGuardOptions } from './listener/tls-listener-guard.js';
 export type { Refusal, RefusalStage } from './listener/refusal.js';
 export { retry } from './middleware/retry.js';
 export type { RetryOptions } from './middleware/retry.js';

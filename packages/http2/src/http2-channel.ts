@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { ClientHttp2Session, Http2Session, Http2Stream, ServerHttp2Session } from 'node:http2';
-import { AgentError, muxOverStream, type AgentId, type Channel, type ChannelPath, type ChannelStream, type MuxedChannel, type OpenStreamOptions } from '@agentlink/core';
+import { constants, type ClientHttp2Session, type Http2Session, type Http2Stream, type ServerHttp2Session } from 'node:http2';
+import { AgentError, muxOverStream, type AgentId, type Channel, type ChannelPath, type ChannelStream, type MuxedChannel, type OpenStreamOptions, type Refusal } from '@agentlink/core';
 import { Http2ChannelStream } from './http2-stream.js';
+import { OutboundBudget } from './outbound-budget.js';
 import { fromHttp2Code, toHttp2Code } from './reset-codes.js';
 
 export const AGENTLINK_PATH = '/agentlink';
@@ -21,6 +22,18 @@ export const REVERSE_PATH = '/agentlink/reverse';
 const REVERSE_WAIT_MS = 5000;
 const DRAIN_POLL_MS = 20;
 const STREAM_LIMIT_MARGIN = 0.2;
+/** Default bytes one session's streams may hold in node's buffers unsent (see OutboundBudget, docs/security.md). */
+export const DEFAULT_MAX_SESSION_BUFFERED = 16 * 1024 * 1024;
+
+export interface Http2ChannelInit {
+  onStream(stream: ChannelStream, channel: Channel): void;
+  /** Report of a stream refused because it is not an agentlink request. */
+  onRefused?(refusal: Refusal): void;
+  maxSessionBuffered?: number;
+}
+
+/** Listener of refused streams: node emits 'error' when a stream is closed with a code, and crashes without one. */
+function ignoreStreamError(): void {}
 
 
 /**
@@ -42,18 +55,25 @@ export class Http2Channel implements Channel {
   private reverse: MuxedChannel | undefined;
   private reverseReady: Promise<MuxedChannel> | undefined;
   private resolveReverse: ((mux: MuxedChannel) => void) | undefined;
+  private readonly onStream: (stream: ChannelStream, channel: Channel) => void;
+  /** Unsent bytes of all of this session's streams in node's buffers, bounded: a peer that never credits its windows holds them. */
+  readonly outbound: OutboundBudget;
 
   constructor(
     private readonly session: Http2Session,
     readonly peer: AgentId,
     readonly remoteAddress: string,
     readonly initiator: 'local' | 'remote',
-    private readonly onStream: (stream: ChannelStream, channel: Channel) => void,
+    init: Http2ChannelInit,
   ) {
+    this.onStream = init.onStream;
+    this.outbound = new OutboundBudget(init.maxSessionBuffered ?? DEFAULT_MAX_SESSION_BUFFERED);
     this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
     session.on('goaway', (code: number) => {
       // Streams above the GOAWAY's last id fail with a retryable error; the rest finish normally.
-      this.draining ??= new AgentError(code === 0 ? 'UNAVAILABLE' : fromHttp2Code(code), `peer sent GOAWAY (${code})`, { remote: true });
+      // A peer's close carries its reason's code (e.g. PERMISSION_DENIED); its plain CLOSED reads as UNAVAILABLE.
+      const peerCode = code === 0 ? 'UNAVAILABLE' : fromHttp2Code(code);
+      this.draining ??= new AgentError(peerCode === 'CLOSED' ? 'UNAVAILABLE' : peerCode, `peer sent GOAWAY (${peerCode})`, { remote: true });
       void this.drain();
     });
     session.on('error', () => undefined); // 'close' follows
@@ -62,14 +82,24 @@ export class Http2Channel implements Channel {
       this.reverseReady = new Promise((resolve) => (this.resolveReverse = resolve));
       (session as ServerHttp2Session).on('stream', (stream, headers) => {
         const path = headers[':path'];
-        if (path === REVERSE_PATH && !this.reverse) {
+        const refusal = headers[':method'] !== 'POST' ? 'method' : path === REVERSE_PATH ? (this.reverse ? 'second reverse stream' : undefined) : path === AGENTLINK_PATH ? undefined : 'path';
+        if (refusal) {
+          // Not an agentlink request: refused (PROTOCOL_ERROR) and reported, never handled.
+          stream.on('error', ignoreStreamError);
+          stream.close(toHttp2Code('PROTOCOL_ERROR'));
+          const what = refusal === 'second reverse stream' ? refusal : `${refusal} ${String(headers[refusal === 'method' ? ':method' : ':path']).slice(0, 64)}`;
+          init.onRefused?.({ stage: 'stream', reason: 'not-agentlink', kind: 'http2', remoteAddress, peer, code: 'PROTOCOL_ERROR', detail: what });
+          return;
+        }
+        if (path === REVERSE_PATH) {
           stream.respond(RESPONSE_HEADERS);
           this.reverse = this.reverseMux(stream, 'dialer');
           this.resolveReverse?.(this.reverse);
           return;
         }
-        if (path !== AGENTLINK_PATH || this.draining) {
-          stream.close(toHttp2Code('UNAVAILABLE'));
+        if (this.draining) {
+          stream.on('error', ignoreStreamError);
+          stream.close(constants.NGHTTP2_REFUSED_STREAM); // never processed: the caller retries elsewhere
           return;
         }
         // The response HEADERS wait for the first reply bytes: one packet (and one wake-up of the caller), not two.
@@ -120,7 +150,15 @@ export class Http2Channel implements Channel {
   async close(reason = new AgentError('CLOSED', 'channel closed')): Promise<void> {
     if (this.closeReason) return;
     this.closeReason = reason;
-    if (!this.session.destroyed) this.session.destroy(undefined, toHttp2Code(reason.code));
+    if (!this.session.destroyed) {
+      // The GOAWAY tells the peer why (e.g. PERMISSION_DENIED), and goes first, on its own: sent with destroy(),
+      // it followed the streams' resets and the socket's close, and the peer missed it (and destroy(undefined,
+      // code) sends NO_ERROR: node's first parameter defaults to a code).
+      const code = toHttp2Code(reason.code);
+      this.session.goaway(code);
+      const session = this.session;
+      setImmediate(() => session.destroy(reason, code));
+    }
     this.finish(reason);
     await this.closed;
   }
@@ -138,7 +176,7 @@ export class Http2Channel implements Channel {
   }
 
   private reverseMux(carrier: Http2Stream, role: 'dialer' | 'listener'): MuxedChannel {
-    const stream = new Http2ChannelStream(carrier, this.streamFailure, () => undefined);
+    const stream = new Http2ChannelStream(carrier, this.streamFailure, () => undefined, this.outbound);
     return muxOverStream(stream, { kind: 'http2', peer: this.peer, remoteAddress: this.remoteAddress, role, onStream: (s) => this.onStream(s, this) });
   }
 
@@ -154,7 +192,7 @@ export class Http2Channel implements Channel {
 
   private track(stream: Http2Stream): Http2ChannelStream {
     this.streams++;
-    return new Http2ChannelStream(stream, this.streamFailure, this.streamDone);
+    return new Http2ChannelStream(stream, this.streamFailure, this.streamDone, this.outbound);
   }
 
   /** Why a stream ended without a reason of its own (shared by the channel's streams: no closures per call). */

@@ -1,8 +1,19 @@
 import { constants, type Http2Stream, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import { AgentError, ChunkQueue, type ChannelStream } from '@agentlink/core';
+import type { OutboundBudget } from './outbound-budget.js';
 import { fromHttp2Code, toHttp2Code } from './reset-codes.js';
 
 const RESOLVED = Promise.resolve();
+/**
+ * The largest piece handed to node at once. node buffers a written chunk whole, whatever the peer's window, and
+ * says "wait" only after: so at most this much (plus node's 16 KiB high-water mark) waits in a stream's buffer.
+ */
+export const WRITE_SLICE = 64 * 1024;
+/**
+ * What one write costs beyond its bytes while node holds it (its WriteWrap, nghttp2's queue entry, our record):
+ * ~200 B measured on Node 20, charged as 512 so that many tiny writes (streamed tokens) are bounded too.
+ */
+export const WRITE_OVERHEAD = 512;
 /** Received bytes held before the stream is paused; pausing stops WINDOW_UPDATEs, which stops the sender. */
 const READ_BUFFER_LIMIT = 1024 * 1024;
 
@@ -54,6 +65,13 @@ export class Http2ChannelStream implements ChannelStream {
   private received = false;
   private failure: AgentError | undefined;
   private drainWaiters: Waiter<void>[] = [];
+  /** Costs of the writes node has not reported sent yet, in order; they go back to the budget then. */
+  private readonly unsent: number[] = [];
+  /** Writes that went the slow way (sliced, or waiting for the session's budget) and are not all handed over. */
+  private queued = 0;
+  /** The last slow write: later writes wait for it, so bytes keep their order. Never rejects. */
+  private tail: Promise<void> = RESOLVED;
+  private budgetWaiter: (Waiter<void> & { wake(): void }) | undefined;
   /** A server stream sends these response HEADERS with its first bytes (set by the channel; a shared object). */
   respondWith: OutgoingHttpHeaders | undefined;
 
@@ -62,6 +80,8 @@ export class Http2ChannelStream implements ChannelStream {
     /** The reason a stream ended without its own: the session's close or GOAWAY reason. */
     private readonly sessionFailure: () => AgentError,
     private readonly onDone: () => void,
+    /** Bytes the session's streams may have in node's buffers, unsent (a zero-window peer holds them). */
+    private readonly budget: OutboundBudget,
   ) {
     (stream as LinkedStream)[WRAPPER] = this;
     stream.on('data', onNodeData);
@@ -74,13 +94,18 @@ export class Http2ChannelStream implements ChannelStream {
     if (this.failure) return Promise.reject(this.failure);
     if (this.stream.destroyed || this.stream.writableEnded) return Promise.reject(new AgentError('CLOSED', 'write after end'));
     this.respondOnce();
-    if (this.stream.write(chunk)) return RESOLVED;
-    if (this.drainWaiters.length === 0) this.stream.once('drain', onNodeDrain);
-    return new Promise((resolve, reject) => this.drainWaiters.push({ resolve, reject }));
+    if (this.queued === 0 && chunk.length <= WRITE_SLICE && this.budget.tryTake(chunk.length + WRITE_OVERHEAD)) {
+      return this.hand(chunk) ? RESOLVED : this.waitForDrain();
+    }
+    this.queued++;
+    const written = this.tail.then(() => this.writeSlowly(chunk));
+    this.tail = written.then(this.unqueue, this.unqueue);
+    return written;
   }
 
   end(): Promise<void> {
     if (this.failure) return Promise.reject(this.failure);
+    if (this.queued > 0) return this.tail.then(() => this.end());
     this.respondOnce();
     if (!this.stream.writableEnded) this.stream.end();
     return RESOLVED;
@@ -94,6 +119,53 @@ export class Http2ChannelStream implements ChannelStream {
     if (this.failure || this.stream.closed) return;
     this.fail(reason);
     this.stream.close(toHttp2Code(reason.code));
+  }
+
+  /** Hands node bytes the budget granted; false when node's buffer is over its high-water mark. */
+  private hand(piece: Uint8Array): boolean {
+    this.unsent.push(piece.length + WRITE_OVERHEAD);
+    return this.stream.write(piece, this.onSent);
+  }
+
+  /** node sent a write's bytes to the socket (or dropped them with the stream): they leave the budget. */
+  private readonly onSent = (): void => {
+    const bytes = this.unsent.shift();
+    if (bytes !== undefined) this.budget.give(bytes);
+  };
+
+  private readonly unqueue = (): void => {
+    this.queued--;
+  };
+
+  /** A chunk over WRITE_SLICE, or one the budget has no room for now: piece by piece, each within the budget. */
+  private async writeSlowly(chunk: Uint8Array): Promise<void> {
+    for (let offset = 0; offset < chunk.length; offset += WRITE_SLICE) {
+      const piece = chunk.length <= WRITE_SLICE ? chunk : chunk.subarray(offset, offset + WRITE_SLICE);
+      if (this.failure) throw this.failure;
+      const cost = piece.length + WRITE_OVERHEAD;
+      if (!this.budget.tryTake(cost)) await this.waitForBudget(cost);
+      if (this.failure || this.stream.destroyed || this.stream.writableEnded) {
+        this.budget.give(cost);
+        throw this.failure ?? new AgentError('CLOSED', 'write after end');
+      }
+      if (!this.hand(piece)) await this.waitForDrain();
+    }
+  }
+
+  private waitForDrain(): Promise<void> {
+    if (this.drainWaiters.length === 0) this.stream.once('drain', onNodeDrain);
+    return new Promise((resolve, reject) => this.drainWaiters.push({ resolve, reject }));
+  }
+
+  private waitForBudget(bytes: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const wake = (): void => {
+        this.budgetWaiter = undefined;
+        resolve();
+      };
+      this.budgetWaiter = { resolve, reject, wake };
+      this.budget.waitFor(bytes, wake);
+    });
   }
 
   private respondOnce(): void {
@@ -122,6 +194,10 @@ export class Http2ChannelStream implements ChannelStream {
       this.fail(this.sessionFailure());
     }
     this.wakeWriters();
+    // node drops what it had not sent: give it all back (callbacks that still come find nothing left).
+    let unsent = 0;
+    for (const bytes of this.unsent.splice(0)) unsent += bytes;
+    if (unsent > 0) this.budget.give(unsent);
     this.onDone();
   }
 
@@ -142,11 +218,16 @@ export class Http2ChannelStream implements ChannelStream {
   }
 
   private failFromPeer(code: number): void {
-    const errorCode = fromHttp2Code(code);
-    const why = code === constants.NGHTTP2_CANCEL ? 'the HTTP/2 session ended under the stream' : `stream reset by peer (${errorCode})`;
     // Node servers refuse streams over their limit at HEADERS time (REFUSED_STREAM or ENHANCE_YOUR_CALM),
     // before any handler saw them.
     const refused = code === constants.NGHTTP2_REFUSED_STREAM || code === constants.NGHTTP2_ENHANCE_YOUR_CALM;
+    if (code === constants.NGHTTP2_CANCEL || refused) {
+      // node cancels (or refuses) the streams of a session the peer ended: its GOAWAY's code (e.g. PERMISSION_DENIED) says why.
+      const session = this.sessionFailure();
+      if (session.code !== 'UNAVAILABLE') return this.fail(session);
+    }
+    const errorCode = fromHttp2Code(code);
+    const why = code === constants.NGHTTP2_CANCEL ? 'the HTTP/2 session ended under the stream' : `stream reset by peer (${errorCode})`;
     this.fail(new AgentError(refused ? 'UNAVAILABLE' : errorCode, why, { remote: true, unprocessed: refused && !this.received }));
   }
 
@@ -154,6 +235,12 @@ export class Http2ChannelStream implements ChannelStream {
     if (this.failure) return;
     this.failure = reason;
     this.incoming.fail(reason);
+    const budgetWaiter = this.budgetWaiter;
+    if (budgetWaiter) {
+      this.budgetWaiter = undefined;
+      this.budget.cancel(budgetWaiter.wake);
+      budgetWaiter.reject(reason);
+    }
     const writers = this.drainWaiters;
     this.drainWaiters = [];
     for (const writer of writers) writer.reject(reason);

@@ -1,9 +1,23 @@
 import { connect, createSecureServer, type ClientHttp2Session, type SecureServerOptions } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import { AgentError, abortReason, authenticatePeer, secureContextOf, type Channel, type DialContext, type ListenContext, type Listener, type Transport } from '@agentlink/core';
-import { Http2Channel } from './http2-channel.js';
+import {
+  AgentError,
+  TlsListenerGuard,
+  abortReason,
+  addressOf,
+  authenticatePeer,
+  secureContextOf,
+  type Channel,
+  type DialContext,
+  type ListenContext,
+  type Listener,
+  type ListenerLimits,
+  type Transport,
+} from '@agentlink/core';
+import { DEFAULT_MAX_SESSION_BUFFERED, Http2Channel } from './http2-channel.js';
 import { Keepalive } from './keepalive.js';
+import { fromHttp2Code, toHttp2Code } from './reset-codes.js';
 
 export interface Http2Options {
   /** Port to listen on (0 = any free port). Omit both port and host to only dial. */
@@ -18,9 +32,20 @@ export interface Http2Options {
   /** Keep-alive pings on idle sessions (default every 15 s, 10 s to answer; intervalMs 0 = off). */
   keepaliveIntervalMs?: number;
   keepaliveTimeoutMs?: number;
-  /** Upper bound of one TLS + HTTP/2 handshake (default 5 s). */
+  /** Upper bound of one TLS + HTTP/2 handshake when dialling (default 5 s). */
   connectTimeoutMs?: number;
+  /**
+   * Bytes one session's streams may hold in node's buffers unsent (default 16 MiB): writes past it wait, so a
+   * peer that never credits its flow-control windows holds at most this much of our memory per session.
+   */
+  maxSessionBuffered?: number;
+  /** What the listener lets strangers hold before they proved a key (core's ListenerLimits, see docs/security.md). */
+  limits?: ListenerLimits;
 }
+
+/** The GOAWAY a client without an agent certificate gets. */
+const UNAUTHENTICATED_GOAWAY = toHttp2Code('UNAUTHENTICATED');
+function ignore(): void {}
 
 /**
  * The HTTP/2 channel: h2 over TLS 1.3 (ALPN "h2") where both sides present their agent key's self-signed
@@ -34,6 +59,7 @@ export function http2(options: Http2Options = {}): Transport {
   const keepalive = new Keepalive({ intervalMs: options.keepaliveIntervalMs ?? 15_000, timeoutMs: options.keepaliveTimeoutMs ?? 10_000 });
   // nghttp2 refuses new streams once a session holds this much: size it for the windows above.
   const maxSessionMemory = Math.ceil((sessionWindow * 2) / (1024 * 1024)) + 16;
+  const maxSessionBuffered = options.maxSessionBuffered ?? DEFAULT_MAX_SESSION_BUFFERED;
 
   return {
     kind: 'http2',
@@ -41,6 +67,7 @@ export function http2(options: Http2Options = {}): Transport {
 
     async listen(context: ListenContext): Promise<Listener> {
       if (!listens) return { addresses: [], close: async () => undefined };
+      const guard = new TlsListenerGuard({ kind: 'http2', limits: options.limits, onRefused: context.onRefused });
       const serverOptions: SecureServerOptions = {
         key: context.tls.key,
         cert: context.tls.cert,
@@ -52,28 +79,33 @@ export function http2(options: Http2Options = {}): Transport {
         settings,
         maxSessionMemory,
         // Garbage that parses as the start of a TLS record would otherwise hold its socket for node's 120 s.
-        handshakeTimeout: 5000,
+        handshakeTimeout: guard.handshakeTimeoutMs,
       };
       const server = createSecureServer(serverOptions);
+      guard.attach(server);
       const sessions = new Set<import('node:http2').ServerHttp2Session>();
       server.on('session', (session) => {
         sessions.add(session);
         session.once('close', () => sessions.delete(session));
+        // node creates the session right when the TLS handshake ends: the client certificate is checked now.
+        session.on('error', ignore); // destroying with a code emits one; 'close' follows
         const socket = session.socket as TLSSocket;
-        let peer;
-        try {
-          peer = authenticatePeer(socket);
-        } catch {
-          session.destroy(undefined, 0xa6_0000 + 8); // UNAUTHENTICATED in agentlink's private code range
+        const peer = guard.authenticate(socket);
+        if (peer instanceof AgentError) {
+          // The GOAWAY carries UNAUTHENTICATED in agentlink's private code range; node ends the socket after it.
+          session.destroy(peer, UNAUTHENTICATED_GOAWAY);
           return;
         }
         session.setLocalWindowSize(sessionWindow);
-        context.onChannel(new Http2Channel(session, peer, `${socket.remoteAddress}:${socket.remotePort}`, 'remote', context.onStream));
+        const channel = new Http2Channel(session, peer, `${socket.remoteAddress}:${socket.remotePort}`, 'remote', { onStream: context.onStream, onRefused: context.onRefused, maxSessionBuffered });
+        context.onChannel(channel);
       });
       // Garbage on the port, or a client that is not h2 over TLS 1.3, costs only its own socket.
-      server.on('tlsClientError', (_error, socket) => socket.destroy());
-      server.on('sessionError', () => undefined);
-      server.on('unknownProtocol', (socket) => socket.destroy());
+      server.on('sessionError', ignore);
+      server.on('unknownProtocol', (socket: TLSSocket) => {
+        guard.report({ stage: 'handshake', reason: 'handshake-failed', remoteAddress: addressOf(socket), detail: `ALPN ${String(socket.alpnProtocol)}, not h2` });
+        socket.destroy();
+      });
       const host = options.host ?? '127.0.0.1';
       await new Promise<void>((resolve, reject) => {
         server.once('error', reject);
@@ -120,6 +152,10 @@ export function http2(options: Http2Options = {}): Transport {
         if (context.signal.aborted) return onAbort();
         context.signal.addEventListener('abort', onAbort, { once: true });
         session.once('error', (error) => fail(new AgentError('UNAVAILABLE', `cannot reach ${address.host}: ${error.message}`, { cause: error })));
+        // A listener that refuses us (e.g. UNAUTHENTICATED) says why in its GOAWAY.
+        session.once('goaway', (code: number) => {
+          if (code !== 0) fail(new AgentError(fromHttp2Code(code), `${address.host} refused the session (${fromHttp2Code(code)})`, { remote: true }));
+        });
         session.once('close', () => fail(new AgentError('UNAVAILABLE', `${address.host} closed the session during the handshake`)));
         // Ready once TLS proved the peer's key and its SETTINGS arrived (its stream limit is then known).
         let connected = false;
@@ -132,7 +168,7 @@ export function http2(options: Http2Options = {}): Transport {
           session.setLocalWindowSize(sessionWindow);
           keepalive.watch(session, address.host);
           const socket = session.socket as TLSSocket;
-          resolve(new Http2Channel(session, context.expectedPeer, `${socket.remoteAddress}:${socket.remotePort}`, 'local', context.onStream));
+          resolve(new Http2Channel(session, context.expectedPeer, `${socket.remoteAddress}:${socket.remotePort}`, 'local', { onStream: context.onStream, maxSessionBuffered }));
         };
         session.once('remoteSettings', () => {
           settingsArrived = true;

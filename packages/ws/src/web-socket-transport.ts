@@ -3,6 +3,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import type { ConnectionOptions, TLSSocket } from 'node:tls';
 import {
   AgentError,
+  TlsListenerGuard,
   abortReason,
   authenticatePeer,
   secureContextOf,
@@ -10,6 +11,7 @@ import {
   type DialContext,
   type ListenContext,
   type Listener,
+  type ListenerLimits,
   type MuxOptions,
   type Transport,
 } from '@agentlink/core';
@@ -31,14 +33,19 @@ export interface WebSocketOptions {
   localAddress?: string;
   /**
    * Asked for every incoming TCP connection before TLS, with the client's IP: false closes it at once (e.g. a
-   * per-IP connection rate, as the rendezvous uses). Costs a refused client nothing but its SYN.
+   * per-IP connection rate, as the rendezvous uses). Costs a refused client nothing but its SYN. Runs after
+   * `limits`.
    */
   admitConnection?(ip: string): boolean;
+  /** What the listener lets strangers hold before they proved a key (core's ListenerLimits, see docs/security.md). */
+  limits?: ListenerLimits;
 }
 
 const DEFAULT_PATH = '/agentlink';
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
-const HANDSHAKE_TIMEOUT_MS = 5000;
+/** A refused client gets this long to read its 401 before its socket is destroyed. */
+const REFUSAL_LINGER_MS = 1000;
+function ignore(): void {}
 
 /**
  * The WebSocket channel: `wss://` over TLS 1.3 where both sides present a self-signed certificate of their
@@ -55,6 +62,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
 
     async listen(context: ListenContext): Promise<Listener> {
       if (!listens) return { addresses: [], close: async () => undefined };
+      const guard = new TlsListenerGuard({ kind: 'ws', limits: options.limits, onRefused: context.onRefused, admitConnection: options.admitConnection });
       const server = createServer({
         key: context.tls.key,
         cert: context.tls.cert,
@@ -63,17 +71,19 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
         // There is no CA: the peer is trusted for the key it proves, checked below, not for a chain.
         rejectUnauthorized: false,
         // Garbage that parses as the start of a TLS record would otherwise hold its socket for node's 120 s.
-        handshakeTimeout: HANDSHAKE_TIMEOUT_MS,
+        handshakeTimeout: guard.handshakeTimeoutMs,
       });
       const wss = new WebSocketServer({ noServer: true, maxPayload, perMessageDeflate: false });
-      const admit = options.admitConnection;
-      if (admit) {
-        // 'connection' is the raw TCP socket, before any TLS work is spent on it.
-        server.on('connection', (socket: Socket) => {
-          if (!admit(socket.remoteAddress ?? '')) socket.destroy();
-        });
-      }
+      guard.attach(server);
+      // Right when the handshake ends: a client without an agent certificate gets its 401 now, not after sending
+      // a request (or holding the socket until node's header timeout).
+      server.on('secureConnection', (socket: TLSSocket) => {
+        if (guard.authenticate(socket) instanceof AgentError) refuse(socket, 401, 'Unauthorized');
+      });
       server.on('upgrade', (request, socket, head) => {
+        // node's HTTP server let go of the socket: without this, a peer's reset would crash the process.
+        socket.on('error', ignore);
+        if (socket.writableEnded) return; // refused at the handshake already
         const tlsSocket = socket as TLSSocket;
         if (new URL(request.url ?? '/', 'https://x').pathname !== path) return refuse(socket, 404, 'Not Found');
         let peer;
@@ -93,11 +103,11 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
           context.onChannel(channel);
         });
       });
-      server.on('request', (_request, response) => {
+      server.on('request', (request, response) => {
+        if (request.socket.writableEnded) return; // refused at the handshake already
         response.writeHead(426, { 'content-type': 'text/plain' }).end('agentlink: WebSocket upgrade required\n');
       });
-      // Garbage on the port or a failed handshake costs that one socket, nothing else.
-      server.on('tlsClientError', (_error, socket) => socket.destroy());
+      // A malformed request costs that one socket, nothing else.
       server.on('clientError', (_error, socket) => socket.destroy());
       const host = options.host ?? '127.0.0.1';
       await listen(server, options.port ?? 0, host);
@@ -166,8 +176,11 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
 }
 
 
+/** Answers with an HTTP status and ends the socket; one that does not close its side is destroyed soon after. */
 function refuse(socket: import('node:stream').Duplex, status: number, message: string): void {
+  socket.on('error', ignore);
   socket.end(`HTTP/1.1 ${status} ${message.replace(/[\r\n]/g, ' ')}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+  setTimeout(() => socket.destroy(), REFUSAL_LINGER_MS).unref();
 }
 
 function listen(server: Server, port: number, host: string): Promise<void> {

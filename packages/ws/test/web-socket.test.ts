@@ -1,6 +1,6 @@
 import { request } from 'node:https';
 import { once } from 'node:events';
-import { createAgent, type Agent } from '@agentlink/core';
+import { Identity, createAgent, selfSignedCertificate, type Agent } from '@agentlink/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { webSocket } from '../src/index.js';
@@ -18,7 +18,9 @@ describe('ws channel specifics', () => {
 
   it('listens on wss:// only: the TLS handshake is 1.3 with an Ed25519 certificate', async () => {
     const { hostname, port } = new URL(url);
-    const req = request({ host: hostname, port, path: '/agentlink', rejectUnauthorized: false });
+    // An agent's certificate: a client without one is refused right after the handshake (see hostile-peers).
+    const { key, cert } = selfSignedCertificate(Identity.generate());
+    const req = request({ host: hostname, port, path: '/agentlink', key, cert, rejectUnauthorized: false });
     const [response] = (await once(req.end(), 'response')) as [import('node:http').IncomingMessage];
     const socket = response.socket as import('node:tls').TLSSocket;
     expect(socket.getProtocol()).toBe('TLSv1.3');

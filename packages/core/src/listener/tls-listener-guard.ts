@@ -1,0 +1,96 @@
+import type { Socket } from 'node:net';
+import type { Server as TlsServer, TLSSocket } from 'node:tls';
+import type { ChannelKind } from '../channel.js';
+import { AgentError } from '../errors.js';
+import type { AgentId } from '../identity/agent-id.js';
+import { agentIdOfCertificate } from '../identity/certificate.js';
+import { ConnectionAdmission, type ListenerLimits } from './listener-limits.js';
+import type { Refusal } from './refusal.js';
+
+export interface TlsListenerGuardOptions {
+  kind: ChannelKind;
+  limits?: ListenerLimits;
+  onRefused?(refusal: Refusal): void;
+  /** An extra check of each new TCP connection (after the limits), e.g. the rendezvous's own per-IP rate. */
+  admitConnection?(ip: string): boolean;
+}
+
+/**
+ * What every node:tls listener (WebSocket, HTTP/2) does about strangers before and right after the TLS handshake:
+ * listener limits on the raw TCP connection (before any TLS work), the handshake's timeout and failures, and
+ * the client certificate's check. Each refusal is reported through `onRefused`.
+ */
+export class TlsListenerGuard {
+  private readonly admission: ConnectionAdmission;
+
+  constructor(private readonly options: TlsListenerGuardOptions) {
+    this.admission = new ConnectionAdmission(options.limits);
+  }
+
+  /** The `handshakeTimeout` to create the server with. */
+  get handshakeTimeoutMs(): number {
+    return this.admission.handshakeTimeoutMs;
+  }
+
+  /** Connections the listener holds now (in handshake or open). */
+  get connections(): number {
+    return this.admission.connections;
+  }
+
+  /** Hooks the raw 'connection' and the TLS handshake's failures of `server` (create it with `handshakeTimeoutMs`). */
+  attach(server: TlsServer): void {
+    // 'connection' is the raw TCP socket, before any TLS work is spent on it.
+    server.on('connection', (socket: Socket) => {
+      const ip = socket.remoteAddress ?? '';
+      const admitted = this.admission.admit(ip);
+      if (typeof admitted === 'string') return this.refuseConnection(socket, admitted);
+      socket.once('close', admitted.release);
+      if (this.options.admitConnection && !this.options.admitConnection(ip)) return this.refuseConnection(socket, 'admit-connection');
+    });
+    // Garbage on the port, a handshake that does not finish in time, or a client that is not TLS 1.3: only
+    // that socket pays.
+    server.on('tlsClientError', (error: Error & { code?: string }, socket: TLSSocket) => {
+      const timeout = error.code === 'ERR_TLS_HANDSHAKE_TIMEOUT';
+      this.report({ stage: 'handshake', reason: timeout ? 'handshake-timeout' : 'handshake-failed', remoteAddress: addressOf(socket), detail: error.message });
+      socket.destroy();
+    });
+  }
+
+  /**
+   * The peer's AgentId from the certificate it presented, or the UNAUTHENTICATED error after reporting the refusal
+   * (reason `no-certificate` or `wrong-key-type`); the caller then closes the socket the way its protocol says.
+   */
+  authenticate(socket: TLSSocket): AgentId | AgentError {
+    const certificate = socket.getPeerX509Certificate();
+    try {
+      return agentIdOfCertificate(certificate);
+    } catch (error) {
+      const refusal = error instanceof AgentError ? error : new AgentError('UNAUTHENTICATED', String(error));
+      this.report({
+        stage: 'handshake',
+        reason: certificate ? 'wrong-key-type' : 'no-certificate',
+        remoteAddress: addressOf(socket),
+        code: 'UNAUTHENTICATED',
+        detail: refusal.message,
+      });
+      return refusal;
+    }
+  }
+
+  /** Reports a refusal of this listener's kind. */
+  report(refusal: Omit<Refusal, 'kind'>): void {
+    this.options.onRefused?.({ kind: this.options.kind, ...refusal });
+  }
+
+  private refuseConnection(socket: Socket, reason: string): void {
+    const remoteAddress = addressOf(socket);
+    socket.destroy();
+    this.report({ stage: 'connection', reason, remoteAddress });
+  }
+}
+
+/** `ip:port` or `[v6]:port` of a socket's peer. */
+export function addressOf(socket: { remoteAddress?: string; remotePort?: number }): string {
+  const ip = socket.remoteAddress ?? 'unknown';
+  return `${ip.includes(':') ? `[${ip}]` : ip}:${socket.remotePort ?? 0}`;
+}

@@ -1,0 +1,112 @@
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { connect as netConnect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface, type Interface } from 'node:readline';
+import { diagnosticChannels, type Refusal } from '@agentlink/core';
+
+/** Fails with how to get a tool the test needs (.ci/run installs it on CI). */
+export function requireTool(tool: string, probe: string[] = ['--version']): void {
+  const result = spawnSync(tool, probe, { encoding: 'utf8' });
+  if (result.error || result.status !== 0) {
+    throw new Error(`this test needs \`${tool}\` on PATH (Debian: apt-get install ${tool}; .ci/run installs it)`);
+  }
+}
+
+export interface PemFiles {
+  dir: string;
+  keyPath: string;
+  certPath: string;
+  key: string;
+  cert: string;
+  remove(): void;
+}
+
+/** A throwaway self-signed certificate made by openssl, as any stranger can: Ed25519, or an EC P-256 key. */
+export function strangerCertificate(type: 'ed25519' | 'ec' = 'ed25519'): PemFiles {
+  requireTool('openssl', ['version']);
+  const dir = mkdtempSync(join(tmpdir(), 'agentlink-stranger-'));
+  const keyPath = join(dir, 'k.pem');
+  const certPath = join(dir, 'c.pem');
+  const keyArgs = type === 'ed25519' ? ['-newkey', 'ed25519'] : ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1'];
+  execFileSync('openssl', ['req', '-x509', ...keyArgs, '-nodes', '-subj', '/CN=x', '-days', '1', '-keyout', keyPath, '-out', certPath], { stdio: 'ignore' });
+  return {
+    dir,
+    keyPath,
+    certPath,
+    key: readFileSync(keyPath, 'utf8'),
+    cert: readFileSync(certPath, 'utf8'),
+    remove: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+/** Resolves with the next refusal an agent in this process publishes that matches. */
+export function nextRefusal(matches: (refusal: Refusal) => boolean): Promise<Refusal> {
+  return new Promise((resolve) => {
+    const onRefusal = (message: unknown): void => {
+      const refusal = message as Refusal;
+      if (!matches(refusal)) return;
+      diagnosticChannels.peerRefused.unsubscribe(onRefusal);
+      resolve(refusal);
+    };
+    diagnosticChannels.peerRefused.subscribe(onRefusal);
+  });
+}
+
+/** A raw TCP connection; resolves once connected. */
+export async function tcp(port: number): Promise<Socket> {
+  const socket = netConnect({ host: '127.0.0.1', port });
+  socket.on('error', () => undefined);
+  socket.resume(); // reads to the end, so a close by the server is seen
+  await once(socket, 'connect');
+  return socket;
+}
+
+export interface AgentProcess {
+  child: ChildProcess;
+  address: string;
+  stats(): Promise<{ rss: number; heapUsed: number; cpuMs: number; buffered: number; refusals: Record<string, number> }>;
+  stop(): Promise<void>;
+}
+
+/** The fixture agent (test/fixtures/agent-process.ts) in a child process. */
+export async function startAgentProcess(options: object = { port: 0 }): Promise<AgentProcess> {
+  const script = new URL('./fixtures/agent-process.ts', import.meta.url).pathname;
+  const child = spawn(process.execPath, ['--expose-gc', '--conditions=source', '--import', 'tsx', script, JSON.stringify(options)], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const lines: Interface = createInterface({ input: child.stdout! });
+  const queue: string[] = [];
+  const waiting: Array<(line: string) => void> = [];
+  lines.on('line', (line) => {
+    const wake = waiting.shift();
+    if (wake) wake(line);
+    else queue.push(line);
+  });
+  const exited = once(child, 'exit').then(([code, signal]) => {
+    throw new Error(`the agent process exited (${String(code ?? signal)})`);
+  });
+  exited.catch(() => undefined);
+  const nextLine = (): Promise<string> => {
+    const line = queue.shift();
+    if (line !== undefined) return Promise.resolve(line);
+    return Promise.race([new Promise<string>((resolve) => waiting.push(resolve)), exited]);
+  };
+  const { address } = JSON.parse(await nextLine()) as { address: string };
+  return {
+    child,
+    address,
+    async stats() {
+      child.stdin!.write('stats\n');
+      return JSON.parse(await nextLine());
+    },
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const gone = once(child, 'exit');
+      child.stdin!.end();
+      await gone;
+    },
+  };
+}

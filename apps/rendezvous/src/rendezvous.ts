@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import { AgentError, createAgent, loadOrCreateIdentity, type Agent, type AgentId, type CallContext, type Identity } from '@agentlink/core';
 import { verifyRecord, type SignedRecord } from '@agentlink/nat';
 import { webSocket } from '@agentlink/ws';
-import { DEFAULT_CONFIG, checkConfig, type RendezvousConfig } from './config.js';
+import { DEFAULT_CONFIG, checkConfig, listenerLimits, type RendezvousConfig } from './config.js';
 import { PerIpRate, ipOf } from './ip-limits.js';
 import { silentLogger, type Logger } from './log.js';
 import { MemoryRegistry, type RegistryStore } from './registry.js';
@@ -49,17 +49,11 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
   const registrationRate = new PerIpRate(config.registrationsPerSecondPerIp);
   const requestRate = new PerIpRate(config.requestsPerSecondPerIp);
 
-  const connectionRate = new PerIpRate(config.connectionsPerSecondPerIp);
-  const admitConnection = (ip: string): boolean => {
-    if (connectionRate.allow(ip)) return true;
-    metrics.rejected('connections');
-    return false;
-  };
   const agent = await createAgent({
     identity,
-    // Once ws takes core's ListenerLimits (`limits`), this becomes `limits: listenerLimits(config)` in place of
-    // admitConnection (the same per-IP rate, plus connection caps and the handshake bound).
-    channels: [webSocket({ port: config.port, host: config.host, admitConnection })],
+    // Core's listener limits, checked before TLS: connections in all and per IP, new ones per IP per second (refusals
+    // are counted in agentlink_refusals_total), and the handshake bound.
+    channels: [webSocket({ port: config.port, host: config.host, limits: listenerLimits(config) })],
     maxFrameSize: MAX_FRAME,
     interceptors: [metrics.calls.interceptor],
     inboundInterceptors: [metrics.calls.inboundInterceptor],

@@ -99,18 +99,20 @@ describe('rendezvous registry', () => {
   });
 
   it('a connection flood from one IP is refused before TLS while other addresses connect', async () => {
-    const r = await rendezvous({ connectionsPerSecondPerIp: 10 });
+    // 2 new connections per second per IP: a burst of 10 (5 s worth), then 2 a second.
+    const r = await rendezvous({ connectionsPerSecondPerIp: 2 });
     const flood = await Promise.all(
       Array.from({ length: 60 }, async () => {
         const agent = await wsClient('127.0.0.2');
         return agent.send(r.address, 'rdv.info').then(() => 'ok', (e: AgentError) => e.code);
       }),
     );
-    expect(flood.filter((x) => x === 'ok').length).toBeLessThanOrEqual(25); // a burst of 20, plus what refills meanwhile
-    expect(flood.filter((x) => x === 'UNAVAILABLE').length).toBeGreaterThan(30);
+    // The burst, plus what refills while the flood (and each client's two quick re-dials) lasts.
+    expect(flood.filter((x) => x === 'ok').length).toBeLessThanOrEqual(20);
+    expect(flood.filter((x) => x === 'UNAVAILABLE').length).toBeGreaterThanOrEqual(40);
     const honest = await wsClient('127.0.0.1');
     expect(await honest.send(r.address, 'rdv.info')).toMatchObject({ relay: true });
-    expect(r.metrics.rejectedCount('connections')).toBeGreaterThan(30);
+    expect(r.agent.stats().refusals['connection:ip-rate']).toBeGreaterThanOrEqual(40);
   });
 
   it('kill -9 of an agent: its record expires on time, without heartbeats', async () => {

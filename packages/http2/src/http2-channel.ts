@@ -56,6 +56,7 @@ export class Http2Channel implements Channel {
   private reverseReady: Promise<MuxedChannel> | undefined;
   private resolveReverse: ((mux: MuxedChannel) => void) | undefined;
   private readonly onStream: (stream: ChannelStream, channel: Channel) => void;
+  private readonly onRefused: Http2ChannelInit['onRefused'];
   /** Unsent bytes of all of this session's streams in node's buffers, bounded: a peer that never credits its windows holds them. */
   readonly outbound: OutboundBudget;
 
@@ -67,6 +68,7 @@ export class Http2Channel implements Channel {
     init: Http2ChannelInit,
   ) {
     this.onStream = init.onStream;
+    this.onRefused = init.onRefused;
     this.outbound = new OutboundBudget(init.maxSessionBuffered ?? DEFAULT_MAX_SESSION_BUFFERED);
     this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
     session.on('goaway', (code: number) => {
@@ -177,7 +179,14 @@ export class Http2Channel implements Channel {
 
   private reverseMux(carrier: Http2Stream, role: 'dialer' | 'listener'): MuxedChannel {
     const stream = new Http2ChannelStream(carrier, this.streamFailure, () => undefined, this.outbound);
-    return muxOverStream(stream, { kind: 'http2', peer: this.peer, remoteAddress: this.remoteAddress, role, onStream: (s) => this.onStream(s, this) });
+    return muxOverStream(stream, {
+      kind: 'http2',
+      peer: this.peer,
+      remoteAddress: this.remoteAddress,
+      role,
+      onStream: (s) => this.onStream(s, this),
+      onRefused: this.onRefused,
+    });
   }
 
   /**

@@ -168,7 +168,7 @@ export function http2(options: Http2Options = {}): Transport {
           session.setLocalWindowSize(sessionWindow);
           keepalive.watch(session, address.host);
           const socket = session.socket as TLSSocket;
-          resolve(new Http2Channel(session, context.expectedPeer, `${socket.remoteAddress}:${socket.remotePort}`, 'local', { onStream: context.onStream, maxSessionBuffered }));
+          resolve(new Http2Channel(session, context.expectedPeer, `${socket.remoteAddress}:${socket.remotePort}`, 'local', { onStream: context.onStream, onRefused: context.onRefused, maxSessionBuffered }));
         };
         session.once('remoteSettings', () => {
           settingsArrived = true;

@@ -1,4 +1,4 @@
-import { AgentError, MuxedChannel, type AgentId, type Channel, type ChannelStream, type MuxOptions } from '@agentlink/core';
+import { AgentError, MuxedChannel, type AgentId, type Channel, type ChannelStream, type MuxOptions, type Refusal } from '@agentlink/core';
 import type { Duplex } from 'node:stream';
 import type { WebSocket } from 'ws';
 
@@ -20,6 +20,8 @@ export function channelOverWebSocket(
     remoteAddress: string;
     role: 'dialer' | 'listener';
     onStream(stream: ChannelStream, channel: Channel): void;
+    /** Refusals of the mux (streams past its limit, a peer that does not read), for the agent to count. */
+    onRefused?(refusal: Refusal): void;
     mux?: MuxOptions;
   },
 ): Channel {
@@ -37,6 +39,7 @@ export function channelOverWebSocket(
     remoteAddress: init.remoteAddress,
     role: init.role,
     onStream: init.onStream,
+    onRefused: init.onRefused,
     pipe: {
       send: (message) => {
         if (!corked) {

@@ -98,6 +98,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
             remoteAddress: `${tlsSocket.remoteAddress}:${tlsSocket.remotePort}`,
             role: 'listener',
             onStream: context.onStream,
+            onRefused: context.onRefused,
             mux: options.mux,
           });
           context.onChannel(channel);
@@ -166,6 +167,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
               remoteAddress,
               role: 'dialer',
               onStream: context.onStream,
+              onRefused: context.onRefused,
               mux: options.mux,
             }),
           );

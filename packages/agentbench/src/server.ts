@@ -21,10 +21,13 @@ export async function startServers(host = '127.0.0.1'): Promise<{ addresses: Ser
   const tls = selfSignedCertificate(identity);
   const native = loadNative();
 
-  // agentlink: one agent, reachable over every channel kind this machine has.
+  // agentlink: one agent, reachable over every channel kind this machine has. The bench's own clients come from one
+  // address, a thousand at once in the fleet scenario: the listener limits (1,024 per IP, 200 new/s) would refuse
+  // them, so this server raises them, as an operator would for a known load generator.
+  const limits = { maxConnections: 100_000, maxConnectionsPerIp: 100_000, newConnectionsPerIpPerSecond: 100_000 };
   const agent = await createAgent({
     identity,
-    channels: [...(native.ok ? [quic({ port: 0, host })] : []), http2({ port: 0, host }), webSocket({ port: 0, host })],
+    channels: [...(native.ok ? [quic({ port: 0, host, limits })] : []), http2({ port: 0, host, limits }), webSocket({ port: 0, host, limits })],
     maxFrameSize: 64 * 1024 * 1024,
   });
   agent.handle('echo', (body: unknown) => body);

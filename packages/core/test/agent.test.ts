@@ -5,6 +5,7 @@ import { memoryTransport } from './memory-transport.js';
 
 const agents: Agent[] = [];
 afterEach(async () => {
+  vi.useRealTimers(); // a test that failed on the fake clock must not leave it to the next one
   await Promise.all(agents.splice(0).map((a) => a.close()));
 });
 
@@ -104,6 +105,9 @@ describe('Agent', () => {
 });
 
 describe('channel choice', () => {
+  /** How long the preferred channel kind has to itself before the next one is dialled too (core's peer dialer). */
+  const STAGGER_MS = 250;
+
   /** A transport whose dials never complete until cancelled: a blackholed address. */
   function blackhole(protocol: string): Transport & { attempts: number; cancelled: number } {
     const transport = {
@@ -125,6 +129,7 @@ describe('channel choice', () => {
   }
 
   it('prefers channel kinds in the order given, falling back (happy eyeballs) when the preferred one hangs', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] });
     const network = new Map<string, ListenContext>();
     const server = await createAgent({ channels: [memoryTransport(network, 'srv')] });
     server.handle('echo', (body: unknown) => body);
@@ -135,26 +140,50 @@ describe('channel choice', () => {
     client.addPeer(`${server.id}@memory://srv`);
     client.addPeer(`${server.id}@slow://192.0.2.1:1`);
     const started = Date.now();
-    expect(await client.send(server.id, 'echo', 'via fallback', { timeoutMs: 5000 })).toBe('via fallback');
-    const elapsed = Date.now() - started;
-    expect(hole.attempts).toBe(1); // tried first: it is the preferred kind
-    expect(hole.cancelled).toBe(1); // and cancelled once the fallback won
-    expect(elapsed).toBeGreaterThanOrEqual(200); // the preferred kind had its head start...
-    expect(elapsed).toBeLessThan(2000); // ...but nobody waited for its timeout
+    const reply = client.send(server.id, 'echo', 'via fallback', { timeoutMs: 5000 });
+    await vi.advanceTimersByTimeAsync(STAGGER_MS - 1);
+    expect(hole.attempts).toBe(1); // tried first: it is the preferred kind …
+    expect(memory.dials).toBe(0); // … and alone for its head start
+    await vi.advanceTimersByTimeAsync(1);
+    expect(memory.dials).toBe(1);
+    expect(await reply).toBe('via fallback');
+    expect(Date.now() - started).toBe(STAGGER_MS); // nobody waited for the preferred kind's timeout
+    expect(hole.attempts).toBe(1);
+    expect(hole.cancelled).toBe(1); // cancelled once the fallback won
     expect(client.channels(server.id).map((c) => c.kind)).toEqual(['memory']);
   });
 
   it('closes channels that stayed idle, and not those in use', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] });
     const network = new Map<string, ListenContext>();
     const server = await createAgent({ channels: [memoryTransport(network, 'idle')] });
     server.handle('echo', (body: unknown) => body);
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let heldCalls = 0;
+    server.handle('hold', () => (heldCalls++, held.then(() => 'released')));
     const client = await createAgent({ channels: [memoryTransport(network)], idleTimeoutMs: 200 });
     agents.push(server, client);
     const address = server.addresses[0]!;
-    const busyUntil = Date.now() + 500;
-    while (Date.now() < busyUntil) await client.send(address, 'echo', 1); // sequential calls: never idle
+    // Sequential calls, one per idle check (every 50 ms), for 2.5 idle timeouts: never idle, never closed.
+    for (let i = 0; i < 10; i++) {
+      expect(await client.send(address, 'echo', i)).toBe(i);
+      await vi.advanceTimersByTimeAsync(50);
+    }
     expect(client.channels()).toHaveLength(1);
     const [channel] = client.channels();
+    // A call in progress for 2.5 idle timeouts keeps the channel open too.
+    const hold = client.send(address, 'hold');
+    while (heldCalls === 0) await new Promise((resolve) => setImmediate(resolve));
+    await vi.advanceTimersByTimeAsync(500);
+    expect(channel!.isClosed).toBe(false);
+    release();
+    expect(await hold).toBe('released');
+    // Unused from now: idle from the next check, closed at the first check 200 ms after that.
+    await vi.advanceTimersByTimeAsync(200);
+    expect(client.channels()).toEqual([channel]);
+    await vi.advanceTimersByTimeAsync(50);
+    expect(client.channels()).toEqual([]);
     const reason = await channel!.closed;
     expect(reason.code).toBe('CLOSED');
     expect(reason.message).toMatch(/idle/);

@@ -1,48 +1,96 @@
 import diagnostics from 'node:diagnostics_channel';
 import { AgentError, CallMetrics, CircuitBreaker, Identity, rateLimit, retry, tapHandler, timeout, type BreakerStateChange, type Interceptor } from '@agentlink/core';
-import { afterEach, describe, expect, it } from 'vitest';
-import { closeAgents, dialOnlyAgent, sleep, wsAgent } from './helpers.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import {
+  DIAL_ATTEMPTS,
+  Tally,
+  closeAgents,
+  dialOnlyAgent,
+  dialWatch,
+  freePort,
+  gate,
+  ioTurn,
+  portOf,
+  settledWithoutIo,
+  throughRefusedDials,
+  useFakeClock,
+  wsAgent,
+} from './helpers.js';
 
 afterEach(closeAgents);
 
 describe('middleware over real WebSocket channels', () => {
   it('retry: an idempotent call survives a peer restart; a non-idempotent one fails and is not resent', async () => {
+    useFakeClock();
     const identity = Identity.generate();
     let server = await wsAgent({ identity });
-    const port = Number(new URL(server.addresses[0]!.split('@')[1]!).port);
+    const port = portOf(server);
     const address = server.addresses[0]!;
     const runs: string[] = [];
-    const serve = (agent: typeof server, generation: string) =>
-      agent.handle('work', async (tag: string) => {
-        runs.push(`${generation}:${tag}`);
-        await sleep(generation === 'first' ? 300 : 0);
-        return `${tag} done by ${generation}`;
-      });
-    serve(server, 'first');
-    const retries: string[] = [];
-    const client = await dialOnlyAgent({
-      interceptors: [retry({ maxAttempts: 8, baseDelayMs: 50, maxDelayMs: 200, onRetry: (call, error) => retries.push(`${call.metadata.tag}:${error.code}`) })],
+    const arrived = new Tally();
+    // The first generation holds every call until it goes down; the second answers at once.
+    server.handle('work', async (tag: string, ctx) => {
+      runs.push(`first:${tag}`);
+      arrived.add();
+      await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve));
+      return `${tag} done by first`;
     });
+    const retries: string[] = [];
+    const retried = new Tally();
+    const dials = dialWatch();
+    const client = await dialOnlyAgent(
+      {
+        interceptors: [
+          retry({
+            maxAttempts: 8,
+            baseDelayMs: 50,
+            maxDelayMs: 200,
+            onRetry: (call, error) => (retries.push(`${call.metadata.tag}:${error.code}`), retried.add()),
+          }),
+        ],
+      },
+      dials,
+    );
     const idempotent = client.send(address, 'work', 'safe', { idempotent: true, metadata: { tag: 'safe' }, timeoutMs: 10_000 });
     const once = client.send(address, 'work', 'once', { metadata: { tag: 'once' }, timeoutMs: 10_000 }).catch((e: AgentError) => e);
-    await sleep(100);
+    await arrived.reached(2);
     await server.close(); // the peer goes down with both calls in flight …
-    await sleep(150);
-    server = await wsAgent({ identity, port }); // … and comes back on the same address
-    serve(server, 'second');
 
-    expect(await idempotent).toBe('safe done by second');
     const failure = await once;
     expect(failure).toBeInstanceOf(AgentError);
     expect((failure as AgentError).retryable).toBe(true);
-    expect(runs.filter((r) => r.endsWith('once'))).toEqual(['first:once']);
-    expect(retries.length).toBeGreaterThanOrEqual(1);
-    expect(retries.every((r) => r.startsWith('safe:'))).toBe(true);
+    await retried.reached(1); // … the idempotent call waits (on the fake clock) to be tried again …
+    expect(dials.started.count).toBe(1);
+
+    // … and its next attempt, while the peer is down, is refused three times: another retry is due.
+    const refusedBefore = dials.failed.count;
+    await vi.advanceTimersToNextTimerAsync(); // the retry's backoff
+    for (let attempt = 1; attempt <= DIAL_ATTEMPTS; attempt++) {
+      await dials.failed.reached(refusedBefore + attempt);
+      if (attempt === DIAL_ATTEMPTS) break;
+      await ioTurn();
+      await vi.advanceTimersToNextTimerAsync(); // the dialer's backoff
+    }
+    await retried.reached(2);
+    // Both calls lost the same connection; the idempotent one then found nobody listening.
+    expect(retries).toEqual([`safe:${(failure as AgentError).code}`, 'safe:UNAVAILABLE']);
+
+    server = await wsAgent({ identity, port }); // the peer comes back on the same address …
+    server.handle('work', (tag: string) => {
+      runs.push(`second:${tag}`);
+      return `${tag} done by second`;
+    });
+    await vi.advanceTimersToNextTimerAsync(); // … before the next retry is due, which reaches it
+    expect(await idempotent).toBe('safe done by second');
+    expect(runs.sort()).toEqual(['first:once', 'first:safe', 'second:safe']);
+    expect(retries).toHaveLength(2);
+    expect(dials.started.count).toBe(1 + DIAL_ATTEMPTS + 1);
   });
 
   it('circuit breaker: opens after the configured failures, fails fast while open, half-opens later', async () => {
+    useFakeClock();
     const identity = Identity.generate();
-    const port = 20_000 + Math.floor(Math.random() * 20_000);
+    const port = await freePort();
     const address = `${identity.id}@wss://127.0.0.1:${port}/agentlink`;
     const breaker = new CircuitBreaker({ failureThreshold: 3, openMs: 300 });
     const changes: string[] = [];
@@ -50,66 +98,123 @@ describe('middleware over real WebSocket channels', () => {
     const published: unknown[] = [];
     const onPublish = (message: unknown) => published.push(message);
     diagnostics.subscribe('agentlink:breaker:state', onPublish);
-    const client = await dialOnlyAgent({ interceptors: [breaker.interceptor] });
+    try {
+      const dials = dialWatch();
+      const client = await dialOnlyAgent({ interceptors: [breaker.interceptor] }, dials);
 
-    for (let i = 0; i < 3; i++) await expect(client.send(address, 'work')).rejects.toMatchObject({ code: 'UNAVAILABLE' });
-    expect(breaker.state(identity.id)).toBe('open');
-    const started = performance.now();
-    await expect(client.send(address, 'work')).rejects.toThrow(/circuit open/);
-    expect(performance.now() - started).toBeLessThan(20);
+      for (let i = 0; i < 3; i++) {
+        expect(breaker.state(identity.id)).toBe('closed');
+        expect(await throughRefusedDials(dials, () => client.send(address, 'work'))).toMatchObject({ code: 'UNAVAILABLE' });
+      }
+      expect(breaker.state(identity.id)).toBe('open');
+      expect(changes).toEqual(['closed->open']);
+      const openedAt = Date.now();
 
-    await sleep(320);
-    expect(breaker.state(identity.id)).toBe('half-open');
-    const server = await wsAgent({ identity, port });
-    server.handle('work', () => 'ok');
-    expect(await client.send(address, 'work')).toBe('ok');
-    expect(breaker.state(identity.id)).toBe('closed');
-    expect(changes).toEqual(['closed->open', 'open->half-open', 'half-open->closed']);
-    diagnostics.unsubscribe('agentlink:breaker:state', onPublish);
-    expect(published).toHaveLength(3);
+      // Fails fast: settled before any I/O or timer, with no dial, the whole wait still ahead of it.
+      const fast = await settledWithoutIo(client.send(address, 'work'));
+      expect(fast.state).toBe('rejected');
+      expect((fast as { reason: AgentError }).reason).toMatchObject({ code: 'UNAVAILABLE', message: expect.stringMatching(/circuit open.*next trial in 300 ms/) });
+      expect(dials.started.count).toBe(3 * DIAL_ATTEMPTS);
+
+      await vi.advanceTimersByTimeAsync(299);
+      expect(breaker.state(identity.id)).toBe('open');
+      await vi.advanceTimersByTimeAsync(1);
+      expect(Date.now() - openedAt).toBe(300);
+      expect(breaker.state(identity.id)).toBe('half-open');
+      const server = await wsAgent({ identity, port });
+      server.handle('work', () => 'ok');
+      expect(await client.send(address, 'work')).toBe('ok');
+      expect(breaker.state(identity.id)).toBe('closed');
+      expect(changes).toEqual(['closed->open', 'open->half-open', 'half-open->closed']);
+      expect(published).toHaveLength(3);
+    } finally {
+      diagnostics.unsubscribe('agentlink:breaker:state', onPublish);
+    }
   });
 
   it('circuit breaker: a failed trial call opens the circuit again', async () => {
+    useFakeClock();
     const identity = Identity.generate();
-    const address = `${identity.id}@wss://127.0.0.1:1/agentlink`;
+    const address = `${identity.id}@wss://127.0.0.1:${await freePort()}/agentlink`;
     const breaker = new CircuitBreaker({ failureThreshold: 2, openMs: 100 });
-    const client = await dialOnlyAgent({ interceptors: [breaker.interceptor] });
-    for (let i = 0; i < 2; i++) await client.send(address, 'work').catch(() => undefined);
-    await sleep(120);
-    await expect(client.send(address, 'work')).rejects.toThrow(/cannot reach|refused|ECONNREFUSED/);
+    const changes: string[] = [];
+    breaker.on('state', (c: BreakerStateChange) => changes.push(`${c.from}->${c.to}`));
+    const dials = dialWatch();
+    const client = await dialOnlyAgent({ interceptors: [breaker.interceptor] }, dials);
+    for (let i = 0; i < 2; i++) await throughRefusedDials(dials, () => client.send(address, 'work'));
     expect(breaker.state(identity.id)).toBe('open');
+    await vi.advanceTimersByTimeAsync(100);
+    expect(breaker.state(identity.id)).toBe('half-open');
+
+    const trial = await throughRefusedDials(dials, () => client.send(address, 'work'));
+    expect(trial).toMatchObject({ code: 'UNAVAILABLE', message: expect.stringMatching(/cannot reach|refused|ECONNREFUSED/) });
+    expect(breaker.state(identity.id)).toBe('open');
+    expect(changes).toEqual(['closed->open', 'open->half-open', 'half-open->open']);
+    // Open again for the whole openMs from the trial's failure: the next call fails at once.
+    const next = await settledWithoutIo(client.send(address, 'work'));
+    expect((next as { reason: AgentError }).reason).toMatchObject({ message: expect.stringMatching(/circuit open.*next trial in 100 ms/) });
   });
 
   it('rate limit: calls over the rate wait their turn, and fail at once beyond maxWaitMs', async () => {
+    useFakeClock();
     const server = await wsAgent();
     server.handle('work', (n: number) => n);
     const client = await dialOnlyAgent({ interceptors: [rateLimit({ perPeer: { ratePerSecond: 50, burst: 5 }, maxWaitMs: 400 })] });
     const address = server.addresses[0]!;
     const started = performance.now();
-    const times: number[] = [];
-    const results = await Promise.all(
-      Array.from({ length: 15 }, (_, i) => client.send<number>(address, 'work', i).then((n) => (times.push(performance.now() - started), n))),
-    );
-    expect(results).toEqual(Array.from({ length: 15 }, (_, i) => i));
-    // 5 at once, then one per 20 ms: the 15th is due at ~200 ms.
-    expect(Math.max(...times)).toBeGreaterThan(180);
-    const burst = await Promise.all(Array.from({ length: 40 }, () => client.send(address, 'work', 0).catch((e: AgentError) => e.code)));
-    expect(burst.filter((r) => r === 'RESOURCE_EXHAUSTED').length).toBeGreaterThan(0);
-    expect(burst.filter((r) => r === 0).length).toBeGreaterThan(15);
+    const doneAt: number[] = [];
+    const calls = Array.from({ length: 15 }, (_, i) => client.send<number>(address, 'work', i).then((n) => ((doneAt[i] = performance.now() - started), n)));
+    await Promise.all(calls.slice(0, 5)); // the burst goes at once …
+    for (let i = 5; i < 15; i++) {
+      expect(await settledWithoutIo(calls[i]!)).toEqual({ state: 'pending' });
+      await vi.advanceTimersByTimeAsync(20); // … then one call per 20 ms
+      await calls[i];
+    }
+    expect(await Promise.all(calls)).toEqual(Array.from({ length: 15 }, (_, i) => i));
+    // 5 at once, then one per 20 ms of the fake clock: the 15th is released at exactly 200 ms.
+    expect(doneAt).toEqual([0, 0, 0, 0, 0, 20, 40, 60, 80, 100, 120, 140, 160, 180, 200]);
+
+    // The bucket is empty now: of 40 more calls the first 20 wait up to 400 ms, the rest fail at once.
+    const burst = Array.from({ length: 40 }, () => client.send(address, 'work', 0).catch((e: AgentError) => e.code));
+    const atOnce = await Promise.all(burst.map((call) => settledWithoutIo(call)));
+    expect(atOnce.slice(0, 20).every((s) => s.state === 'pending')).toBe(true);
+    expect(atOnce.slice(20)).toEqual(Array.from({ length: 20 }, () => ({ state: 'fulfilled', value: 'RESOURCE_EXHAUSTED' })));
+    await vi.advanceTimersByTimeAsync(400);
+    expect(await Promise.all(burst)).toEqual([...Array.from({ length: 20 }, () => 0), ...Array.from({ length: 20 }, () => 'RESOURCE_EXHAUSTED')]);
   });
 
   it('timeout + retry: a slow attempt is cut off and the retry succeeds', async () => {
+    useFakeClock();
     const server = await wsAgent();
     let calls = 0;
+    const firstArrived = gate();
+    const firstCancelled = gate();
     server.handle('flaky', async (_: unknown, ctx) => {
       calls++;
-      if (calls === 1) await sleep(1000);
+      if (calls === 1) {
+        firstArrived.open();
+        await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve)); // slow: only the cut-off ends it
+        firstCancelled.open();
+      }
       return ctx.signal.aborted ? 'late' : 'fast';
     });
-    const client = await dialOnlyAgent({ interceptors: [retry({ baseDelayMs: 1 }), timeout({ ms: 100 })] });
-    const started = performance.now();
-    expect(await client.send(server.addresses[0]!, 'flaky', null, { idempotent: true })).toBe('fast');
-    expect(performance.now() - started).toBeLessThan(800);
+    const retries: Array<{ code: string; at: number }> = [];
+    const retried = new Tally();
+    const client = await dialOnlyAgent({
+      interceptors: [retry({ baseDelayMs: 1, onRetry: (_call, error) => (retries.push({ code: error.code, at: Date.now() }), retried.add()) }), timeout({ ms: 100 })],
+    });
+    const started = Date.now();
+    const reply = client.send(server.addresses[0]!, 'flaky', null, { idempotent: true });
+    await firstArrived.wait;
+    await vi.advanceTimersByTimeAsync(99);
+    expect(retries).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1); // the attempt's 100 ms are up
+    await retried.reached(1);
+    expect(retries).toEqual([{ code: 'DEADLINE_EXCEEDED', at: started + 100 }]);
+    await firstCancelled.wait; // the cut-off reached the server's handler
+    await vi.advanceTimersToNextTimerAsync(); // the retry's backoff (at most 1 ms)
+    expect(await reply).toBe('fast');
+    expect(Date.now() - started).toBeLessThanOrEqual(101);
     expect(calls).toBe(2);
   });
 

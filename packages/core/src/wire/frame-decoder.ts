@@ -24,6 +24,11 @@ export class FrameDecoder {
     return this.headerFilled + (this.partial?.received ?? 0);
   }
 
+  /** Memory held for an incomplete frame (see PartialFrame.footprint): what the inbound budget is charged. */
+  get footprint(): number {
+    return this.headerFilled + (this.partial?.footprint ?? 0);
+  }
+
   /** True when no partial frame is pending: the stream may end here. */
   get idle(): boolean {
     return this.headerFilled === 0 && this.partial === undefined;

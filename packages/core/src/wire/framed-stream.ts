@@ -15,7 +15,7 @@ export class FramedStream implements BudgetHolder {
   constructor(
     readonly stream: ChannelStream,
     private readonly maxFrameSize: number,
-    /** Charged with the bytes of an unfinished frame held here, beyond what the transport's window holds. */
+    /** Charged with the memory an unfinished frame holds here, beyond what the transport's window holds. */
     private readonly budget?: InboundBudget,
   ) {
     this.decoder = new FrameDecoder(maxFrameSize);
@@ -66,7 +66,7 @@ export class FramedStream implements BudgetHolder {
         throw error;
       }
       for (const frame of frames) this.ready.push(frame);
-      this.budget?.set(this, this.decoder.bufferedBytes);
+      this.budget?.set(this, this.decoder.footprint);
     }
   }
 

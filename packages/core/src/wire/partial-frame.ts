@@ -30,6 +30,15 @@ export class PartialFrame {
     return this.held;
   }
 
+  /**
+   * Bytes of memory this frame holds now: its whole buffer once promoted (the declared length), else the pieces
+   * and the staging buffer's capacity. This, not `received`, is what a budget of memory must be charged.
+   */
+  get footprint(): number {
+    if (this.whole !== undefined) return this.length;
+    return this.held - this.staged + (this.staging?.length ?? 0);
+  }
+
   /** Payload bytes still to come. */
   get missing(): number {
     return this.length - this.received;

@@ -21,11 +21,14 @@ class PlainSummaryReporter implements Reporter {
 /**
  * Suites with needs of their own, run by CI beside `pnpm test` (which any user runs on a fresh machine):
  * `pnpm test:natlab` needs root (network namespaces, nftables); `pnpm test:interop` runs foreign clients and tools
- * from Debian packages (curl, turnutils_stunclient, promtool), which its script installs when missing.
+ * from Debian packages (curl, turnutils_stunclient, promtool), which its script installs when missing;
+ * `pnpm test:heavy` the runs of minutes.
  */
 export const SEPARATE_SUITES = {
   natlab: ['apps/rendezvous/test/nat-lab.test.ts'],
   interop: ['packages/*/test/**/*.interop.test.ts', 'apps/*/test/**/*.interop.test.ts'],
+  /** Runs of minutes (10,000 registrations, agentbench end to end): `pnpm test:heavy`. */
+  heavy: ['apps/rendezvous/test/scale.test.ts', 'packages/agentbench/test/agentbench.test.ts'],
 };
 
 export default defineConfig({
@@ -33,7 +36,7 @@ export default defineConfig({
   ssr: { resolve: { conditions: ['source'], externalConditions: ['source'] } },
   test: {
     include: ['packages/*/test/**/*.test.ts', 'apps/*/test/**/*.test.ts'],
-    exclude: ['**/node_modules/**', ...SEPARATE_SUITES.natlab, ...SEPARATE_SUITES.interop],
+    exclude: ['**/node_modules/**', ...Object.values(SEPARATE_SUITES).flat()],
     pool: 'forks',
     // Leak tests collect garbage before they measure, so they see leaks rather than the collector's timing.
     execArgv: ['--expose-gc'],

@@ -63,8 +63,10 @@ export const DEFAULT_CONFIG: RendezvousConfig = {
   relayBytesPerSecond: 8 * 1024 * 1024,
   relayIdleMs: 60_000,
   stunRequestsPerSecondPerIp: 50,
-  maxConnections: DEFAULT_LISTENER_LIMITS.maxConnections,
-  maxConnectionsPerIp: DEFAULT_LISTENER_LIMITS.maxConnectionsPerIp,
+  // Every registered agent holds its control connection: room for all registrations (in all and per IP), beyond an
+  // ordinary agent's listener defaults (4,096 and 1,024).
+  maxConnections: 100_000,
+  maxConnectionsPerIp: 1000,
   handshakeTimeoutMs: DEFAULT_LISTENER_LIMITS.handshakeTimeoutMs,
   allowAgents: undefined,
 };

@@ -41,8 +41,9 @@ export async function startStunServer(options: StunServerOptions): Promise<StunS
   });
   // After binding, a send error (e.g. ICMP unreachable reported on the socket) must not take the service down.
   socket.on('error', () => undefined);
+  let closed = false; // a second close() must not throw (dgram does)
   return {
     port: socket.address().port,
-    close: () => new Promise<void>((resolve) => socket.close(() => resolve())),
+    close: () => new Promise<void>((resolve) => (closed ? resolve() : ((closed = true), socket.close(() => resolve())))),
   };
 }

@@ -14,6 +14,7 @@ describe('rendezvous wss port and TLS clients without a certificate', () => {
     const { port } = new URL(r.address.slice(r.address.indexOf('@') + 1));
     const socket = connect({ host: '127.0.0.1', port: Number(port), rejectUnauthorized: false, minVersion: 'TLSv1.3' });
     socket.on('error', () => undefined); // a reset is as good as a close here
+    socket.resume(); // read what the server says (its 401), so its end reaches us
     const events: string[] = [];
     socket.once('secureConnect', () => events.push('handshake'));
     // Generous: node's header timeout would hold such a socket for 76-88 s.
@@ -27,5 +28,6 @@ describe('rendezvous wss port and TLS clients without a certificate', () => {
     socket.destroy();
     // Closed at the end of the handshake (or refused during it): either way the close comes first, not the bound.
     expect([...events, verdict].filter((event) => event !== 'handshake')).toEqual(['closed']);
+    expect(r.agent.stats().refusals['handshake:no-certificate']).toBe(1);
   });
 });

@@ -114,6 +114,8 @@ export function runConformanceSuite(target: ConformanceTarget): void {
       expect(afterAbort).toBe(0);
       const [, reason] = await within(finished, 2000, "the producer's finally");
       expect((reason as AgentError).code).toBe('CANCELLED');
+      // The caller's words reach the handler on every channel (QUIC: the cancel frame is delivered, not reset away).
+      expect((reason as AgentError).message).toBe('the user pressed stop');
     });
 
     it('a passed deadline gives DEADLINE_EXCEEDED to the caller and to the handler', async () => {

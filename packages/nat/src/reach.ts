@@ -123,7 +123,7 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
     this.discovery = await discoverNat(this.stun!, servers, this.localPort);
     const heartbeatMs = this.options.heartbeatMs ?? 15_000;
     this.seq = Math.max(this.seq + 1, Date.now());
-    const mapped = this.discovery.mapped ? [`quic://${this.discovery.mapped.host}:${this.discovery.mapped.port}`] : [];
+    const mapped = this.discovery.mapped ? [quicUrl(this.discovery.mapped)] : [];
     const record: PeerRecord = {
       agentId: this.agent.id,
       candidates: [...new Set([...mapped, ...this.listenCandidates()])],
@@ -144,7 +144,7 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
       if (url.protocol !== 'quic:') return [];
       const host = url.hostname.replace(/^\[|\]$/g, '');
       if (host !== '0.0.0.0' && host !== '::') return [`quic://${url.host}`];
-      return localAddresses().map((ip) => `quic://${ip}:${url.port}`);
+      return localAddresses().map((ip) => quicUrl({ host: ip, port: Number(url.port) }));
     });
   }
 
@@ -221,7 +221,7 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
 
   private worthDialingDirectly(theirs: PeerRecord): boolean {
     const ours = this.discovery?.mapped?.host;
-    const sameNat = ours !== undefined && theirs.candidates[0]?.includes(`//${ours}:`);
+    const sameNat = ours !== undefined && theirs.candidates[0]?.includes(`//${urlHost(ours)}:`);
     return theirs.nat === 'none' || theirs.nat === 'unknown' || sameNat === true;
   }
 
@@ -324,7 +324,8 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
 
   private rendezvousHost(): string {
     const { url } = parsePeerReference(this.options.rendezvous);
-    return url ? new URL(url).hostname : '127.0.0.1';
+    // URL hostnames keep IPv6 literals in brackets; a socket address has none.
+    return url ? new URL(url).hostname.replace(/^\[|\]$/g, '') : '127.0.0.1';
   }
 
   /** Labels QUIC channels to a peer we are punching with (either side may end up keeping the other's dial). */
@@ -335,6 +336,15 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
     if (Date.now() > until) this.punching.delete(channel.peer);
     else if (channel.kind === 'quic' && channel.path === undefined) channel.path = 'punched';
   };
+}
+
+/** An IPv6 literal goes in brackets in a URL (quic://[2001:db8::1]:4433); names and IPv4 as they are. */
+function urlHost(host: string): string {
+  return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+}
+
+function quicUrl({ host, port }: HostPort): string {
+  return `quic://${urlHost(host)}:${port}`;
 }
 
 /** NAT traversal for an agent: `createAgent({ channels: [q, webSocket()], plugins: [reach({ rendezvous, quic: q })] })`. */

@@ -71,12 +71,47 @@ export function parseBindingResponse(data: Buffer): { transaction: string; mappe
   try {
     const message = stun.decode(data);
     if (message.type !== STUN_BINDING_RESPONSE) return undefined;
-    const attribute = message.getAttribute(STUN_ATTR_XOR_MAPPED_ADDRESS) ?? message.getAttribute(STUN_ATTR_MAPPED_ADDRESS);
+    const transaction = message.transactionId;
+    const xorMapped = readXorMappedAddress(data, transaction);
+    if (xorMapped) return { transaction: transaction.toString('hex'), mapped: xorMapped };
+    const attribute = message.getAttribute(STUN_ATTR_MAPPED_ADDRESS);
     if (!attribute) return undefined;
-    return { transaction: message.transactionId.toString('hex'), mapped: { host: attribute.value.address, port: attribute.value.port } };
+    return { transaction: transaction.toString('hex'), mapped: { host: attribute.value.address, port: attribute.value.port } };
   } catch {
     return undefined; // not STUN, or malformed: ignored
   }
+}
+
+const HEADER_BYTES = 20;
+const MAGIC_COOKIE = Buffer.from([0x21, 0x12, 0xa4, 0x42]);
+
+/**
+ * XOR-MAPPED-ADDRESS (RFC 8489 §14.2), read here: @msimerson/stun 3.2 decodes an IPv6 one with the transaction
+ * id still unset, so it came back as the address XOR the transaction id. IPv4 and IPv6; undefined if absent.
+ */
+function readXorMappedAddress(data: Buffer, transaction: Buffer): HostPort | undefined {
+  for (let at = HEADER_BYTES; at + 4 <= data.length; ) {
+    const type = data.readUInt16BE(at);
+    const length = data.readUInt16BE(at + 2);
+    const value = data.subarray(at + 4, at + 4 + length);
+    if (value.length < length) return undefined;
+    if (type === STUN_ATTR_XOR_MAPPED_ADDRESS && value.length >= 8) {
+      const port = value.readUInt16BE(2) ^ 0x2112;
+      const pad = Buffer.concat([MAGIC_COOKIE, transaction]);
+      if (value[1] === 0x01 && value.length === 8) {
+        return { host: [...value.subarray(4, 8)].map((b, i) => b ^ pad[i]!).join('.'), port };
+      }
+      if (value[1] === 0x02 && value.length === 20) {
+        const bytes = Buffer.from(value.subarray(4, 20).map((b, i) => b ^ pad[i]!));
+        const groups = Array.from({ length: 8 }, (_, i) => bytes.readUInt16BE(i * 2).toString(16));
+        // The WHATWG URL parser writes IPv6 in its canonical short form (RFC 5952).
+        return { host: new URL(`http://[${groups.join(':')}]`).hostname.slice(1, -1), port };
+      }
+      return undefined;
+    }
+    at += 4 + Math.ceil(length / 4) * 4;
+  }
+  return undefined;
 }
 
 /** A STUN server answering binding requests on one UDP port (the rendezvous runs two). */

@@ -46,3 +46,29 @@ describe('records and STUN parsing', () => {
     expect(parseBindingResponse(Buffer.alloc(3))).toBeUndefined();
   });
 });
+
+describe('STUN and candidates over IPv6', () => {
+  it('a QUIC endpoint on ::1 learns its mapping from a STUN server on ::1', async () => {
+    const { createAgent } = await import('@agentlink/core');
+    const { quic } = await import('@agentlink/quic');
+    const { StunClient, startStunServer } = await import('../src/index.js');
+    const server = await startStunServer('::1', 0);
+    const transport = quic({ port: 0, host: '::1' });
+    const agent = await createAgent({ channels: [transport] });
+    try {
+      const endpoint = (await transport.endpoint())!;
+      const mapped = await new StunClient(endpoint).binding({ host: '::1', port: server.port });
+      expect(mapped).toEqual({ host: '::1', port: endpoint.localPort });
+      // The bracketed form, as a URL's hostname gives it, reaches the same server.
+      expect(await new StunClient(endpoint).binding({ host: '[::1]', port: server.port })).toEqual(mapped);
+    } finally {
+      server.close();
+      await agent.close();
+    }
+  });
+
+  it('port prediction keeps an IPv6 candidate in brackets', () => {
+    const targets = punchTargets(record({ candidates: ['quic://[2001:db8::7]:40000'], portDelta: 1 }), 2);
+    expect(targets).toEqual(['quic://[2001:db8::7]:40000', 'quic://[2001:db8::7]:40001', 'quic://[2001:db8::7]:40002']);
+  });
+});

@@ -2,4 +2,4 @@ export { quic } from './quic-transport.js';
 export type { QuicOptions } from './quic-transport.js';
 export { QuicChannel } from './quic-channel.js';
 export { loadNative, platformTarget } from './native.js';
-export type { NativeBinding, NativeConnection, NativeEndpoint, NativeLoad, NativeRefusal, NativeStream } from './native.js';
+export type { NativeBinding, NativeConnection, NativeDial, NativeEndpoint, NativeLoad, NativeRefusal, NativeStream } from './native.js';

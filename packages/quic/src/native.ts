@@ -10,6 +10,8 @@ export interface NativeStream {
   tryFinish(): boolean;
   finish(): Promise<void>;
   reset(code: number): void;
+  /** Finishes our side after what was written and stops theirs with `code`; false when a write holds our side. */
+  cancel(code: number): boolean;
   setPriority(priority: number): void;
   release(): void;
 }
@@ -37,9 +39,18 @@ export interface NativeRefusal {
   detail: string;
 }
 
+/** A dial in progress; `cancel` abandons its handshake (the engine closes it). */
+export interface NativeDial {
+  connection(): Promise<NativeConnection>;
+  cancel(): void;
+}
+
 export interface NativeEndpoint {
   readonly localPort: number;
-  connect(host: string, port: number, expectedKey: Buffer, timeoutMs: number): Promise<NativeConnection>;
+  /** `host` is an IP literal (IPv6 with or without brackets) or a name, looked up without blocking. */
+  dial(host: string, port: number, expectedKey: Buffer, timeoutMs: number): NativeDial;
+  /** Resolves once every connection of the endpoint is closed and drained. */
+  idle(): Promise<void>;
   accept(): Promise<NativeConnection | null>;
   /** The next refusal, or null once the endpoint is closed. */
   nextRefusal(): Promise<NativeRefusal | null>;

@@ -48,7 +48,7 @@ export class QuicChannel implements Channel {
     } catch (error) {
       throw this.closeReason ?? fromNative(error);
     }
-    const stream = this.track(native);
+    const stream = this.track(native, true);
     if (options?.priority && options.priority !== 'normal') stream.setPriority(options.priority);
     return stream;
   }
@@ -60,16 +60,16 @@ export class QuicChannel implements Channel {
     await this.closed;
   }
 
-  private track(native: NativeStream): QuicChannelStream {
+  private track(native: NativeStream, opened: boolean): QuicChannelStream {
     this.streams++;
-    return new QuicChannelStream(native, () => this.streams--);
+    return new QuicChannelStream(native, () => this.streams--, opened);
   }
 
   private async acceptStreams(onStream: (stream: ChannelStream, channel: Channel) => void): Promise<void> {
     for (;;) {
       const native = await this.connection.acceptStream();
       if (!native) return;
-      onStream(this.track(native), this);
+      onStream(this.track(native, false), this);
     }
   }
 }

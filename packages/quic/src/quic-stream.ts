@@ -24,10 +24,17 @@ export class QuicChannelStream implements ChannelStream {
   private blocked: Promise<void> | undefined;
   private writeFailure: AgentError | undefined;
 
-  /** `onDone` runs once, when both sides ended or the stream failed: the channel's stream count. */
+  /** The read waiting in the engine, if any: a write the peer stopped fails only after it (see `writeFailed`). */
+  private pendingRead: Promise<unknown> | undefined;
+
+  /**
+   * `onDone` runs once, when both sides ended or the stream failed: the channel's stream count. `opened`: we
+   * opened it (we are the caller), so a reset may end it gracefully (see `reset`).
+   */
   constructor(
     private readonly native: NativeStream,
     private readonly onDone: () => void,
+    private readonly opened = false,
   ) {}
 
   /** Maps onto quinn's send priority: a critical stream's data leaves before a low one's on this connection. */
@@ -90,9 +97,25 @@ export class QuicChannelStream implements ChannelStream {
       if (taken === data.length) return RESOLVED;
       data = data.subarray(taken);
     } catch (error) {
-      return Promise.reject(this.fail(error));
+      return this.writeFailed(error);
     }
-    return this.native.write(data).catch((error: unknown) => Promise.reject(this.fail(error)));
+    return this.native.write(data).catch((error: unknown) => this.writeFailed(error));
+  }
+
+  /**
+   * A caller that gives up writes a cancel message with its reason, finishes its side after it and stops ours
+   * (see `reset`). QUIC delivers the stop and the message independently, so the stop may fail our write
+   * before our reader has the message: a write failed by the peer waits for the read in progress to settle
+   * (and one turn of the event loop, for what the reader does with it) before it fails, and the reason the
+   * peer gave arrives first. Bounded: a peer that stops our side has finished or reset its own.
+   */
+  private writeFailed(error: unknown): Promise<never> {
+    const failure = fromNative(error, this.localReset);
+    const reading = this.pendingRead;
+    if (!failure.remote || !reading) return Promise.reject(this.fail(error));
+    const afterRead = (): Promise<never> =>
+      new Promise<never>((_, reject) => setImmediate(() => reject(this.fail(error))));
+    return reading.then(afterRead, afterRead);
   }
 
   end(): Promise<void> {
@@ -125,10 +148,16 @@ export class QuicChannelStream implements ChannelStream {
     } catch (error) {
       return Promise.reject(this.fail(error));
     }
-    return this.native.read(READ_SIZE).then(
+    const reading = this.native.read(READ_SIZE).then(
       (data) => data ?? this.remoteEnd(),
       (error: unknown) => Promise.reject(this.fail(error)),
     );
+    this.pendingRead = reading;
+    const settled = (): void => {
+      if (this.pendingRead === reading) this.pendingRead = undefined;
+    };
+    reading.then(settled, settled);
+    return reading;
   }
 
   private ended(): void {
@@ -142,13 +171,35 @@ export class QuicChannelStream implements ChannelStream {
     return undefined;
   }
 
+  /**
+   * Aborts the stream with `reason`'s code. On a stream we opened, what was written this tick (the caller's
+   * cancel message, which carries the reason's text) is sent and our side finished after it, and the peer's
+   * side is stopped with the code: RESET_STREAM would let the peer discard that message unread. Otherwise —
+   * nothing pending, a write waiting for credit (a frame may be half sent), or a stream the peer opened — it
+   * is RESET_STREAM + STOP_SENDING. Our own reads and writes fail at once either way.
+   */
   reset(reason: AgentError): void {
     if (this.localReset) return;
     this.localReset = reason;
+    const code = errorCodeToNumber(reason.code);
+    const pending = this.corked.length > 0 && !this.blocked && !this.released ? this.takeCorked() : undefined;
     this.corked = [];
     this.corkedBytes = 0;
-    this.native.reset(errorCodeToNumber(reason.code));
+    if (!(pending && this.opened && this.sendWhole(pending) && this.native.cancel(code))) this.native.reset(code);
     this.release();
+  }
+
+  private takeCorked(): Buffer {
+    return this.corked.length === 1 ? this.corked[0]! : Buffer.concat(this.corked, this.corkedBytes);
+  }
+
+  /** Hands `data` to the engine now, all of it or nothing usable (a part would be a torn frame). */
+  private sendWhole(data: Buffer): boolean {
+    try {
+      return this.native.tryWrite(data) === data.length;
+    } catch {
+      return false;
+    }
   }
 
   private fail(error: unknown): AgentError {

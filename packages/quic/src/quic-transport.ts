@@ -2,6 +2,7 @@ import {
   AgentError,
   abortReason,
   agentIdFromPublicKey,
+  errorCodeToNumber,
   publicKeyFromAgentId,
   resolveListenerLimits,
   type Channel,
@@ -13,7 +14,7 @@ import {
   type TransportContext,
 } from '@agentlink/core';
 import { fromNative } from './native-errors.js';
-import { loadNative, type NativeEndpoint } from './native.js';
+import { loadNative, type NativeConnection, type NativeEndpoint } from './native.js';
 import { QuicChannel } from './quic-channel.js';
 import { reportRefusals } from './quic-refusals.js';
 
@@ -113,25 +114,31 @@ export function quic(options: QuicOptions = {}): Transport & { endpoint(): Promi
     },
 
     async dial(address: URL, context: DialContext): Promise<Channel> {
-      endpoint ??= bind(context, false, address.hostname.startsWith('[') ? '::' : '0.0.0.0', 0);
+      // A dial-only endpoint is dual-stack, so it reaches IPv4 and IPv6 peers alike (IPv4 only where the host has no IPv6).
+      endpoint ??= bind(context, false, '::', 0).catch(() => bind(context, false, '0.0.0.0', 0));
       const local = await endpoint;
       if (context.signal.aborted) throw abortReason(context.signal);
-      const host = address.hostname.replace(/^\[|\]$/g, '');
-      const port = Number(address.port);
       const timeoutMs = options.connectTimeoutMs ?? 5000;
-      const connecting = local.connect(host, port, Buffer.from(publicKeyFromAgentId(context.expectedPeer)), timeoutMs);
-      const connection = await new Promise<Awaited<typeof connecting>>((resolve, reject) => {
-        const onAbort = (): void => reject(abortReason(context.signal));
+      const dial = local.dial(address.hostname, Number(address.port), Buffer.from(publicKeyFromAgentId(context.expectedPeer)), timeoutMs);
+      const connection = await new Promise<NativeConnection>((resolve, reject) => {
+        const onAbort = (): void => {
+          dial.cancel(); // the handshake is dropped: nothing is left open on either side
+          reject(abortReason(context.signal));
+        };
         context.signal.addEventListener('abort', onAbort, { once: true });
-        connecting.then(
+        dial.connection().then(
           (c) => {
             context.signal.removeEventListener('abort', onAbort);
-            if (context.signal.aborted) c.close(1, 'dial aborted');
+            if (context.signal.aborted) {
+              // Completed as the dial was abandoned: nobody will use it, so it is closed and freed now.
+              c.close(errorCodeToNumber('CANCELLED'), 'dial aborted');
+              void c.closed().then(() => c.release());
+            }
             resolve(c);
           },
           (error: unknown) => {
             context.signal.removeEventListener('abort', onAbort);
-            reject(fromNative(error));
+            reject(context.signal.aborted ? abortReason(context.signal) : fromNative(error));
           },
         );
       });

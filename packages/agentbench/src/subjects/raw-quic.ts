@@ -13,7 +13,7 @@ export function rawQuicSubject(binding: NativeBinding, target: { host: string; p
     name: 'raw QUIC engine',
     async connect(): Promise<Session> {
       endpoint ??= binding.bindEndpoint({ host: '0.0.0.0', port: 0, cert: tls.certDer, key: tls.keyDer, accept: false });
-      const connection = await (await endpoint).connect(target.host, target.port, Buffer.from(publicKeyFromAgentId(target.key as AgentId)), 5000);
+      const connection = await (await endpoint).dial(target.host, target.port, Buffer.from(publicKeyFromAgentId(target.key as AgentId)), 5000).connection();
       const exchange = async (request: Buffer, onData?: (bytes: number) => void): Promise<number> => {
         const stream = connection.tryOpenStream() ?? (await connection.openStream());
         const taken = stream.tryWrite(request);

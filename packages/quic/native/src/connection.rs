@@ -36,7 +36,11 @@ pub struct QuicConnection {
 impl QuicConnection {
     pub fn new(connection: Connection, peer_key: [u8; 32]) -> Self {
         Self {
-            remote_address: connection.remote_address().to_string(),
+            // An IPv4 peer of a dual-stack socket shows as its IPv4 address, not as ::ffff:a.b.c.d.
+            remote_address: {
+                let remote = connection.remote_address();
+                std::net::SocketAddr::new(remote.ip().to_canonical(), remote.port()).to_string()
+            },
             stable_id: connection.stable_id() as f64,
             connection: std::sync::Mutex::new(Some(connection)),
             peer_key,

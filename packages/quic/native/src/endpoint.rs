@@ -1,18 +1,19 @@
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use quinn::crypto::rustls::QuicClientConfig;
-use quinn::{ClientConfig, EndpointConfig, IdleTimeout, TokioRuntime, TransportConfig, VarInt};
-use tokio::sync::{mpsc, watch, Mutex};
+use quinn::{ClientConfig, IdleTimeout, TokioRuntime, TransportConfig, VarInt};
+use tokio::sync::{mpsc, oneshot, watch, Mutex};
 
 use crate::admission::{Admission, Limits};
 use crate::connection::{missing_key, QuicConnection};
 use crate::errors::{coded, connection_error};
 use crate::listener::{self, Accepted, RefusalEvent, REFUSAL_QUEUE};
 use crate::raw_socket::{RawDatagram, SplittingSocket, RAW_QUEUE};
+use crate::reset_key::endpoint_config;
 use crate::tls::{self, Credentials};
 
 #[napi(object)]
@@ -27,6 +28,7 @@ pub struct EndpointOptions {
     /// Accept incoming connections (a listener) or only dial.
     pub accept: bool,
     /// A peer silent this long is gone (default 10 s). Keep-alives every third of it keep a quiet one open.
+    /// (quinn's own idle timer is set to the other two thirds: see `transport_config`.)
     pub idle_timeout_ms: Option<u32>,
     /// Per-stream and per-connection receive windows in bytes (defaults 2 MiB and 16 MiB).
     pub stream_window: Option<u32>,
@@ -76,10 +78,16 @@ const SOCKET_BUFFER: usize = 4 * 1024 * 1024;
 
 fn transport_config(options: &EndpointOptions) -> Result<TransportConfig> {
     let idle = Duration::from_millis(options.idle_timeout_ms.unwrap_or(10_000).max(100) as u64);
+    let keep_alive = idle / 3;
+    // quinn restarts its idle timer at our first ack-eliciting packet after the peer's last one: at the latest
+    // our next keep-alive, a third of `idle` after it. Its timer is therefore the remaining two thirds, so a
+    // silent peer is declared gone `idle` after its last packet (with the whole of `idle` there, it took up
+    // to 4/3 of it: 13.3 s measured for the 10 s default).
+    let quinn_idle = idle - keep_alive;
     let mut config = TransportConfig::default();
     config
-        .max_idle_timeout(Some(IdleTimeout::try_from(idle).map_err(|e| coded("INVALID_ARGUMENT", e))?))
-        .keep_alive_interval(Some(idle / 3))
+        .max_idle_timeout(Some(IdleTimeout::try_from(quinn_idle).map_err(|e| coded("INVALID_ARGUMENT", e))?))
+        .keep_alive_interval(Some(keep_alive))
         .stream_receive_window(VarInt::from_u32(options.stream_window.unwrap_or(2 * 1024 * 1024)))
         .receive_window(VarInt::from_u32(options.connection_window.unwrap_or(16 * 1024 * 1024)))
         .send_window(options.connection_window.unwrap_or(16 * 1024 * 1024) as u64)
@@ -111,23 +119,18 @@ pub async fn bind_endpoint(options: EndpointOptions) -> Result<QuicEndpoint> {
         key: options.key.to_vec(),
     });
     let transport = Arc::new(transport_config(&options)?);
-    let address: SocketAddr = format!("{}:{}", bracket(&options.host), options.port)
+    let ip: IpAddr = unbracket(&options.host)
         .parse()
         .map_err(|e| coded("INVALID_ARGUMENT", format!("bad bind address {}: {e}", options.host)))?;
-    let std_socket = std::net::UdpSocket::bind(address).map_err(|e| coded("UNAVAILABLE", format!("cannot bind {address}: {e}")))?;
-    // Default UDP buffers (~200 KiB) overflow at a few hundred MB/s: the kernel drops datagrams and congestion
-    // control backs off. Ask for more; the kernel caps it at net.core.{r,w}mem_max, which is fine.
-    let sock = socket2::SockRef::from(&std_socket);
-    let _ = sock.set_recv_buffer_size(SOCKET_BUFFER);
-    let _ = sock.set_send_buffer_size(SOCKET_BUFFER);
+    let port = u16::try_from(options.port).map_err(|_| coded("INVALID_ARGUMENT", format!("bad port {}", options.port)))?;
+    let std_socket = bind_udp(SocketAddr::new(ip, port))?;
     let (raw_tx, raw_rx) = mpsc::channel(RAW_QUEUE);
     let runtime = Arc::new(TokioRuntime);
     let inner = quinn::Runtime::wrap_udp_socket(&*runtime, std_socket).map_err(|e| coded("UNAVAILABLE", e))?;
     let socket = Arc::new(SplittingSocket::new(inner, raw_tx));
 
-    // Peers must not grease the QUIC bit: a packet with top bits 00 is then never QUIC, so STUN can share the port.
-    let mut endpoint_config = EndpointConfig::default();
-    endpoint_config.grease_quic_bit(false);
+    // The stateless-reset key comes from the agent's key, so a restart answers old connections with a reset.
+    let endpoint_config = endpoint_config(&credentials.key).map_err(|e| coded("INVALID_ARGUMENT", e))?;
     let admission = Admission::new(limits(&options));
     let server_config = if options.accept {
         Some(listener::server_config(&credentials, transport.clone(), &admission).map_err(|e| coded("INVALID_ARGUMENT", e))?)
@@ -154,16 +157,113 @@ pub async fn bind_endpoint(options: EndpointOptions) -> Result<QuicEndpoint> {
     })
 }
 
-fn bracket(host: &str) -> String {
-    if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_string() }
+/// A UDP socket on `address`. On "::" it is dual-stack (IPv4 peers too, as IPv4-mapped addresses), on every OS.
+fn bind_udp(address: SocketAddr) -> Result<std::net::UdpSocket> {
+    let cannot_bind = |e: std::io::Error| coded("UNAVAILABLE", format!("cannot bind {address}: {e}"));
+    let socket = socket2::Socket::new(socket2::Domain::for_address(address), socket2::Type::DGRAM, Some(socket2::Protocol::UDP))
+        .map_err(cannot_bind)?;
+    if address.is_ipv6() && address.ip().is_unspecified() {
+        socket.set_only_v6(false).map_err(cannot_bind)?;
+    }
+    // Default UDP buffers (~200 KiB) overflow at a few hundred MB/s: the kernel drops datagrams and congestion
+    // control backs off. Ask for more; the kernel caps it at net.core.{r,w}mem_max, which is fine.
+    let _ = socket.set_recv_buffer_size(SOCKET_BUFFER);
+    let _ = socket.set_send_buffer_size(SOCKET_BUFFER);
+    socket.bind(&address.into()).map_err(cannot_bind)?;
+    Ok(socket.into())
 }
 
-fn resolve(host: &str, port: u32) -> Result<SocketAddr> {
-    (bracket(host).as_str(), port as u16)
-        .to_socket_addrs()
-        .map_err(|e| coded("UNAVAILABLE", format!("cannot resolve {host}: {e}")))?
-        .next()
-        .ok_or_else(|| coded("UNAVAILABLE", format!("{host} has no address")))
+/// "[::1]" → "::1": URLs bracket IPv6 literals, socket addresses do not.
+fn unbracket(host: &str) -> &str {
+    host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host)
+}
+
+/// The address to send to for `host` (an IP literal, bracketed or not, or a name looked up without blocking
+/// the runtime), in the form the local socket takes: an IPv4 socket reaches only IPv4 addresses; an IPv6 one
+/// takes IPv4 addresses as IPv4-mapped (dual-stack).
+pub(crate) async fn resolve(host: &str, port: u32, local: SocketAddr) -> Result<SocketAddr> {
+    let port = u16::try_from(port).map_err(|_| coded("INVALID_ARGUMENT", format!("bad port {port}")))?;
+    let bare = unbracket(host);
+    let candidates: Vec<SocketAddr> = match bare.parse::<IpAddr>() {
+        Ok(ip) => vec![SocketAddr::new(ip, port)],
+        Err(_) => tokio::net::lookup_host((bare, port))
+            .await
+            .map_err(|e| coded("UNAVAILABLE", format!("cannot resolve {host}: {e}")))?
+            .collect(),
+    };
+    let reachable = |candidate: &SocketAddr| local.is_ipv6() || candidate.is_ipv4();
+    let Some(address) = candidates.iter().copied().find(|c| c.is_ipv6() == local.is_ipv6()).or_else(|| candidates.iter().copied().find(reachable)) else {
+        return Err(match candidates.first() {
+            None => coded("UNAVAILABLE", format!("{host} has no address")),
+            Some(_) => coded("UNAVAILABLE", format!("{host} has only IPv6 addresses and this endpoint's socket is IPv4 ({local}); listen on \"::\" to reach both")),
+        });
+    };
+    Ok(match (local, address) {
+        (SocketAddr::V6(_), SocketAddr::V4(v4)) => SocketAddr::new(IpAddr::V6(v4.ip().to_ipv6_mapped()), v4.port()),
+        _ => address,
+    })
+}
+
+/// The handshake of a dial that JavaScript can abandon (see `Dial`).
+async fn handshake(
+    endpoint: quinn::Endpoint,
+    credentials: Arc<Credentials>,
+    transport: Arc<TransportConfig>,
+    host: String,
+    port: u32,
+    expected: [u8; 32],
+    timeout_ms: u32,
+) -> Result<QuicConnection> {
+    let local = endpoint.local_addr().map_err(|e| coded("UNAVAILABLE", e))?;
+    let address = resolve(&host, port, local).await?;
+    let crypto = tls::client_config(&credentials, expected).map_err(|e| coded("INVALID_ARGUMENT", e))?;
+    let mut config = ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto).map_err(|e| coded("INVALID_ARGUMENT", e))?));
+    config.transport_config(transport);
+    let connecting = endpoint
+        .connect_with(config, address, "agentlink")
+        .map_err(|e| coded("UNAVAILABLE", format!("cannot dial {address}: {e}")))?;
+    let connection = match tokio::time::timeout(Duration::from_millis(timeout_ms as u64), connecting).await {
+        Err(_) => return Err(coded("UNAVAILABLE", format!("no QUIC handshake with {address} within {timeout_ms} ms"))),
+        Ok(Err(e)) => return Err(connection_error(&e)),
+        Ok(Ok(connection)) => connection,
+    };
+    let key = tls::peer_key(&connection).ok_or_else(missing_key)?;
+    Ok(QuicConnection::new(connection, key))
+}
+
+/// A dial in progress. `cancel` drops its handshake (quinn closes it), and closes and releases a connection
+/// that completed but was not taken, so an abandoned dial leaves nothing behind on either side.
+#[napi]
+pub struct Dial {
+    result: std::sync::Mutex<Option<oneshot::Receiver<Result<QuicConnection>>>>,
+    task: tokio::task::AbortHandle,
+}
+
+fn cancelled() -> Error {
+    coded("CANCELLED", "dial cancelled")
+}
+
+#[napi]
+impl Dial {
+    /// The connection, once the handshake completed and the peer proved the expected key.
+    #[napi]
+    pub async fn connection(&self) -> Result<QuicConnection> {
+        let receiver = self.result.lock().ok().and_then(|mut r| r.take()).ok_or_else(cancelled)?;
+        receiver.await.unwrap_or_else(|_| Err(cancelled()))
+    }
+
+    /// Abandons the dial. A connection that completed anyway reaches `connection()` only if that was already
+    /// waiting; JavaScript then closes and releases it.
+    #[napi]
+    pub fn cancel(&self) {
+        self.task.abort();
+        if let Some(mut receiver) = self.result.lock().ok().and_then(|mut r| r.take()) {
+            if let Ok(Ok(connection)) = receiver.try_recv() {
+                connection.close(0, "dial cancelled".into());
+                connection.release();
+            }
+        }
+    }
 }
 
 #[napi]
@@ -173,25 +273,25 @@ impl QuicEndpoint {
         Ok(self.endpoint.local_addr().map_err(|e| coded("UNAVAILABLE", e))?.port() as u32)
     }
 
-    /// Dials `host:port` and succeeds only if the peer proves the Ed25519 key `expected_key` (32 bytes).
+    /// Starts dialling `host:port` (an IP literal or a name); it succeeds only if the peer proves the Ed25519
+    /// key `expected_key` (32 bytes). The dial can be cancelled (see `Dial`).
     #[napi]
-    pub async fn connect(&self, host: String, port: u32, expected_key: Buffer, timeout_ms: u32) -> Result<QuicConnection> {
+    pub fn dial(&self, host: String, port: u32, expected_key: Buffer, timeout_ms: u32) -> Result<Dial> {
         let expected: [u8; 32] = expected_key.as_ref().try_into().map_err(|_| coded("INVALID_ARGUMENT", "expected key must be 32 bytes"))?;
-        let address = resolve(&host, port)?;
-        let crypto = tls::client_config(&self.credentials, expected).map_err(|e| coded("INVALID_ARGUMENT", e))?;
-        let mut config = ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto).map_err(|e| coded("INVALID_ARGUMENT", e))?));
-        config.transport_config(self.transport.clone());
-        let connecting = self
-            .endpoint
-            .connect_with(config, address, "agentlink")
-            .map_err(|e| coded("UNAVAILABLE", format!("cannot dial {address}: {e}")))?;
-        let connection = match tokio::time::timeout(Duration::from_millis(timeout_ms as u64), connecting).await {
-            Err(_) => return Err(coded("UNAVAILABLE", format!("no QUIC handshake with {address} within {timeout_ms} ms"))),
-            Ok(Err(e)) => return Err(connection_error(&e)),
-            Ok(Ok(connection)) => connection,
-        };
-        let key = tls::peer_key(&connection).ok_or_else(missing_key)?;
-        Ok(QuicConnection::new(connection, key))
+        let (sender, receiver) = oneshot::channel();
+        let work = handshake(self.endpoint.clone(), self.credentials.clone(), self.transport.clone(), host, port, expected, timeout_ms);
+        let task = napi::bindgen_prelude::spawn(async move {
+            // Nobody waiting any more (the dial was cancelled as it completed): the connection is dropped, which
+            // closes it.
+            let _ = sender.send(work.await);
+        });
+        Ok(Dial { result: std::sync::Mutex::new(Some(receiver)), task: task.abort_handle() })
+    }
+
+    /// Resolves once every connection of this endpoint is closed and drained (tests: nothing was left open).
+    #[napi]
+    pub async fn idle(&self) {
+        self.endpoint.wait_idle().await;
     }
 
     /// The next authenticated incoming connection, or null once the endpoint is closed.
@@ -229,7 +329,7 @@ impl QuicEndpoint {
         let mut raw = self.raw.lock().await;
         tokio::select! {
             datagram = raw.recv() => datagram.map(|d| RawDatagramJs {
-                host: d.from.ip().to_string(),
+                host: d.from.ip().to_canonical().to_string(),
                 port: d.from.port() as u32,
                 data: d.data.into(),
             }),
@@ -240,7 +340,8 @@ impl QuicEndpoint {
     /// Sends one datagram outside QUIC from this endpoint's socket (same public mapping as its QUIC traffic).
     #[napi]
     pub async fn send_raw(&self, host: String, port: u32, data: Buffer) -> Result<()> {
-        let destination = resolve(&host, port)?;
+        let local = self.endpoint.local_addr().map_err(|e| coded("UNAVAILABLE", e))?;
+        let destination = resolve(&host, port, local).await?;
         self.socket.send_raw(destination, &data).await.map_err(|e| coded("UNAVAILABLE", e))
     }
 

@@ -13,7 +13,10 @@ mod handshake;
 mod listener;
 mod live;
 mod raw_socket;
+mod reset_key;
 mod stream;
+#[cfg(test)]
+mod test_support;
 mod tls;
 
 use napi_derive::napi;

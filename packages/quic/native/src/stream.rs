@@ -197,6 +197,34 @@ impl QuicStream {
         });
     }
 
+    /// Gives up on a stream we opened without losing what was just written (the caller's cancel message, with
+    /// its reason): our side is finished after it, where RESET_STREAM would let the peer drop it unread, and
+    /// theirs is stopped with `code` (STOP_SENDING). A read or write that is waiting fails at once. Returns
+    /// false, doing nothing, when a write holds our side (part of a frame may be unsent): then `reset`.
+    #[napi]
+    pub fn cancel(&self, code: u32) -> bool {
+        if self.locally_reset().is_some() {
+            return true;
+        }
+        let Ok(mut send) = self.send.try_lock() else { return false };
+        match send.as_mut().map(|s| s.finish()) {
+            Some(Ok(())) => {}
+            _ => return false,
+        }
+        drop(send);
+        let _ = self.reset.send(Some(code));
+        let code = VarInt::from_u32(code);
+        if let Ok(mut recv) = self.recv.try_lock() {
+            recv.as_mut().map(|r| r.stop(code));
+            return true;
+        }
+        let recv = self.recv.clone();
+        napi::bindgen_prelude::spawn(async move {
+            recv.lock().await.as_mut().map(|r| r.stop(code));
+        });
+        true
+    }
+
     /// Sends this stream's data before lower-priority streams of the same connection (higher = sooner).
     #[napi]
     pub fn set_priority(&self, priority: i32) {

@@ -50,6 +50,32 @@ pub fn ed25519_key_of(cert: &[u8]) -> Option<[u8; 32]> {
     spki[10..].try_into().ok()
 }
 
+/// The 32-byte seed of an Ed25519 private key in PKCS#8 (RFC 5958 v1 or v2, RFC 8410): the privateKey field
+/// holds an OCTET STRING of the seed. None for any other key or encoding.
+pub fn ed25519_seed_of(pkcs8: &[u8]) -> Option<[u8; 32]> {
+    let (key_info, rest) = der_element(pkcs8, 0x30)?;
+    if !rest.is_empty() {
+        return None;
+    }
+    let (version, after_version) = der_element(key_info, 0x02)?;
+    if version != [0] && version != [1] {
+        return None;
+    }
+    let (algorithm, after_algorithm) = der_element(after_version, 0x30)?;
+    if algorithm != ED25519_OID {
+        return None; // RFC 8410: the parameters are absent
+    }
+    let (private_key, _attributes_and_public_key) = der_element(after_algorithm, 0x04)?;
+    let (seed, trailing) = der_element(private_key, 0x04)?;
+    if !trailing.is_empty() {
+        return None;
+    }
+    seed.try_into().ok()
+}
+
+/// The Ed25519 algorithm identifier's contents: OID 1.3.101.112.
+const ED25519_OID: [u8; 5] = [0x06, 0x03, 0x2b, 0x65, 0x70];
+
 /// Splits one DER element with the expected tag off `input`: (its contents, the rest).
 fn der_element(input: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
     if *input.first()? != tag {
@@ -186,3 +212,7 @@ pub fn peer_key(connection: &quinn::Connection) -> Option<[u8; 32]> {
     let certs = identity.downcast::<Vec<CertificateDer<'static>>>().ok()?;
     ed25519_key_of(certs.first()?)
 }
+
+#[cfg(test)]
+#[path = "tls_tests.rs"]
+mod tests;

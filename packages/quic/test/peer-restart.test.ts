@@ -1,0 +1,86 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { AgentError, createAgent, Identity, saveIdentity, type Agent } from '@agentlink/core';
+import { afterEach, describe, expect, it } from 'vitest';
+import { quic } from '../src/index.js';
+
+const peerScript = fileURLToPath(new URL('./fixtures/restartable-peer.ts', import.meta.url));
+const cleanups: (() => Promise<unknown> | void)[] = [];
+afterEach(async () => {
+  await Promise.all(cleanups.splice(0).map((c) => c()));
+});
+
+async function startPeer(keyFile: string, port: number): Promise<{ child: ChildProcess; address: string }> {
+  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', peerScript, keyFile, String(port)], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  cleanups.push(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  const [line] = (await once(child.stdout!, 'data')) as [Buffer];
+  return { child, address: (JSON.parse(line.toString()) as { address: string }).address };
+}
+
+async function keyFile(): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'agentlink-restart-'));
+  cleanups.push(() => rm(dir, { recursive: true, force: true }));
+  const file = join(dir, 'agent.key');
+  await saveIdentity(Identity.generate(), file);
+  return file;
+}
+
+async function caller(idleTimeoutMs: number): Promise<Agent> {
+  const agent = await createAgent({ channels: [quic({ idleTimeoutMs })] });
+  cleanups.push(() => agent.close());
+  return agent;
+}
+
+describe('a QUIC peer that dies and comes back', () => {
+  it('restarted with its key on its address, it resets the old connection at once: the channel closes and the next call dials anew', async () => {
+    const file = await keyFile();
+    const first = await startPeer(file, 0);
+    const port = Number(new URL(first.address.split('@')[1]!).port);
+    // A minute of idle timeout: within this test only a stateless reset can end the old channel.
+    const agent = await caller(60_000);
+    expect(await agent.send(first.address, 'echo', 'first life')).toBe('first life');
+    const [stale] = agent.channels();
+    first.child.kill('SIGKILL');
+    await once(first.child, 'exit');
+
+    const second = await startPeer(file, port);
+    expect(second.address).toBe(first.address);
+    // The call goes out on the old channel (nothing told the caller yet); the restarted peer answers with a
+    // stateless reset, which the caller accepts because the token comes from the same agent key.
+    const onStale = await agent.send(first.address, 'echo', 'on the stale channel').then(
+      (body) => ({ body }),
+      (error: unknown) => ({ error }),
+    );
+    const reason = await stale!.closed;
+    expect(reason.code).toBe('UNAVAILABLE');
+    expect(reason.message).toMatch(/reset/);
+    // Either the reset came before the call took the channel (then the call dialled anew), or the call was on
+    // it and failed as a lost connection: never a deadline.
+    if ('error' in onStale) expect((onStale.error as AgentError).code).toBe('UNAVAILABLE');
+    else expect(onStale.body).toBe('on the stale channel');
+    expect(await agent.send(first.address, 'echo', 'second life')).toBe('second life');
+    expect(agent.channels()).toHaveLength(1);
+    expect(agent.channels()[0]).not.toBe(stale);
+  });
+
+  it('a call in flight to a killed peer fails UNAVAILABLE by the idle timeout, counted from the peer\'s last packet', async () => {
+    const first = await startPeer(await keyFile(), 0);
+    const agent = await caller(1000);
+    expect(await agent.send(first.address, 'echo', 'alive')).toBe('alive');
+    const [channel] = agent.channels();
+    const inFlight = agent.send(first.address, 'hang', null, { timeoutMs: 60_000 }).catch((error: unknown) => error);
+    first.child.kill('SIGKILL');
+    const error = await inFlight;
+    expect(error).toBeInstanceOf(AgentError);
+    expect((error as AgentError).code).toBe('UNAVAILABLE');
+    expect((await channel!.closed).message).toMatch(/idle timeout/);
+  });
+});

@@ -27,7 +27,10 @@ export interface QuicOptions {
   idleTimeoutMs?: number;
   /** Upper bound of one QUIC handshake we dial (default 5 s); a listener's is `limits.handshakeTimeoutMs`. */
   connectTimeoutMs?: number;
-  /** Receive windows in bytes: per stream (default 2 MiB) and per connection (default 16 MiB). */
+  /**
+   * Receive windows in bytes: per stream (default 2 MiB) and per connection (default 64 MiB: room for 32 calls
+   * whose consumers stall before the connection's other calls wait for credit).
+   */
   streamWindow?: number;
   connectionWindow?: number;
   /** Streams a peer may have open at once (default 1024). */

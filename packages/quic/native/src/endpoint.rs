@@ -30,7 +30,7 @@ pub struct EndpointOptions {
     /// A peer silent this long is gone (default 10 s). Keep-alives every third of it keep a quiet one open.
     /// (quinn's own idle timer is set to the other two thirds: see `transport_config`.)
     pub idle_timeout_ms: Option<u32>,
-    /// Per-stream and per-connection receive windows in bytes (defaults 2 MiB and 16 MiB).
+    /// Per-stream and per-connection receive windows in bytes (defaults 2 MiB and 64 MiB).
     pub stream_window: Option<u32>,
     pub connection_window: Option<u32>,
     /// Streams a peer may have open at once (default 1024).
@@ -76,6 +76,13 @@ pub struct QuicEndpoint {
 
 const SOCKET_BUFFER: usize = 4 * 1024 * 1024;
 
+/// Bytes a connection may hold that its streams' readers have not taken. Connection credit comes back only as
+/// streams are read, so a caller whose consumers stall holds up to one stream window (2 MiB) per stalled call:
+/// 16 MiB starved the other calls of the connection once 8 of its streams stalled (measured: the 9th stream of a
+/// slow reader never got its first item). 64 MiB leaves room for 32 stalled calls; the server side reads every
+/// stream eagerly (into the inbound budget), so a hostile peer cannot make it hold this.
+const DEFAULT_CONNECTION_WINDOW: u32 = 64 * 1024 * 1024;
+
 fn transport_config(options: &EndpointOptions) -> Result<TransportConfig> {
     let idle = Duration::from_millis(options.idle_timeout_ms.unwrap_or(10_000).max(100) as u64);
     let keep_alive = idle / 3;
@@ -89,8 +96,8 @@ fn transport_config(options: &EndpointOptions) -> Result<TransportConfig> {
         .max_idle_timeout(Some(IdleTimeout::try_from(quinn_idle).map_err(|e| coded("INVALID_ARGUMENT", e))?))
         .keep_alive_interval(Some(keep_alive))
         .stream_receive_window(VarInt::from_u32(options.stream_window.unwrap_or(2 * 1024 * 1024)))
-        .receive_window(VarInt::from_u32(options.connection_window.unwrap_or(16 * 1024 * 1024)))
-        .send_window(options.connection_window.unwrap_or(16 * 1024 * 1024) as u64)
+        .receive_window(VarInt::from_u32(options.connection_window.unwrap_or(DEFAULT_CONNECTION_WINDOW)))
+        .send_window(options.connection_window.unwrap_or(DEFAULT_CONNECTION_WINDOW) as u64)
         .max_concurrent_bidi_streams(VarInt::from_u32(options.max_streams.unwrap_or(1024)))
         .max_concurrent_uni_streams(VarInt::from_u32(0));
     Ok(config)

@@ -20,6 +20,8 @@ pub struct QuicStream {
     recv: Arc<Mutex<Option<RecvStream>>>,
     /// Set by a local reset: wakes a read or write that is waiting, so it fails at once.
     reset: watch::Sender<Option<u32>>,
+    /// The code of a RESET_STREAM asked by `reset` (not `cancel`, whose send half is finished on purpose).
+    hard_reset: std::sync::Mutex<Option<u32>>,
     live: std::sync::Mutex<Option<Live>>,
 }
 
@@ -78,6 +80,7 @@ impl QuicStream {
             send: Arc::new(Mutex::new(Some(send))),
             recv: Arc::new(Mutex::new(Some(recv))),
             reset: watch::channel(None).0,
+            hard_reset: std::sync::Mutex::new(None),
             live: std::sync::Mutex::new(Some(Live::new(&STREAMS))),
         }
     }
@@ -184,6 +187,9 @@ impl QuicStream {
             return;
         }
         let _ = self.reset.send(Some(code));
+        if let Ok(mut hard) = self.hard_reset.lock() {
+            *hard = Some(code);
+        }
         let code = VarInt::from_u32(code);
         if let (Ok(mut send), Ok(mut recv)) = (self.send.try_lock(), self.recv.try_lock()) {
             send.as_mut().map(|s| s.reset(code));
@@ -240,10 +246,22 @@ impl QuicStream {
         if let Some(live) = self.live.lock().ok().and_then(|mut l| l.take()) {
             live.release();
         }
+        // A reset that had to wait for a lock runs in a task of its own, which this one may overtake: dropping a
+        // send half that was not reset makes quinn *finish* it, so the peer would read a clean end (seen: 1 of 200
+        // request-timeout resets arrived as FIN). Reset again here, before letting go, whenever a reset was asked.
+        let reset = self.hard_reset.lock().ok().and_then(|hard| *hard).map(VarInt::from_u32);
         let (send, recv) = (self.send.clone(), self.recv.clone());
         napi::bindgen_prelude::spawn(async move {
-            send.lock().await.take();
-            recv.lock().await.take();
+            let mut send = send.lock().await;
+            if let (Some(code), Some(s)) = (reset, send.as_mut()) {
+                let _ = s.reset(code);
+            }
+            send.take();
+            let mut recv = recv.lock().await;
+            if let (Some(code), Some(r)) = (reset, recv.as_mut()) {
+                let _ = r.stop(code);
+            }
+            recv.take();
         });
     }
 }

@@ -8,17 +8,19 @@ const MiB = 1024 * 1024;
 
 export const HOSTILE_BOUNDS = {
   /**
-   * Server RSS growth while one hostile connection attacks: what it may make the server hold by design — the
-   * per-channel budget of unfinished inbound frames (maxInboundBytesPerChannel, 32 MiB) plus the largest
-   * connection-level transport window (QUIC's 64 MiB) — plus 64 MiB for what the runtime frees late (Buffers are
-   * released when V8 collects their objects, which it does after external memory grew by about that much).
+   * Server RSS growth while one hostile connection attacks: what the server may hold by design — the per-channel
+   * budget of unfinished inbound frames (maxInboundBytesPerChannel, 32 MiB) and a connection-level window of at
+   * most 32 MiB (HTTP/2's session window; QUIC accepts 16 MiB) — plus 96 MiB the runtime frees late (Buffers are
+   * released only when V8 collects their objects; the allocator keeps freed pages, Rust's included).
    */
   serverGrowthDuringBytes: 160 * MiB,
   /**
-   * Server RSS growth once the hostile peer left and garbage was collected: RSS does not shrink to the live set
-   * (the allocator keeps freed pages), so this bounds leaks, not the allocator's retention.
+   * RSS growth once the hostile peer left and garbage was collected: the design bound (64 MiB) plus 64 MiB of
+   * allocator retention. RSS does not shrink to the live set (QUIC's engine heap kept ~40 MiB more than the others,
+   * and repeating the attack four times in one process plateaued instead of growing: retention, not a leak), so
+   * this catches memory kept beyond the design bound (before the limits, 0.8 GB stayed), not the allocator's habits.
    */
-  serverGrowthAfterBytes: 80 * MiB,
+  serverGrowthAfterBytes: 128 * MiB,
   /**
    * RSS growth of a caller reading 16 streams of 1 MiB items slowly: per stream its transport window (up to
    * 2 MiB on QUIC) plus a read-ahead bounded in bytes (one item here), not eight items — and the same 64 MiB of

@@ -27,8 +27,11 @@ export interface Measurement {
   error?: string;
 }
 
-/** An attack that cannot even get in place (a step that hangs) is a finding too, not a hung suite. */
-const MOUNT_TIMEOUT_MS = 30_000;
+/**
+ * An attack that cannot even get in place (a step that hangs) is a finding too, not a hung suite. Generous: CI
+ * runs the three channels' suites at once on two cores, and 10,000 QUIC streams then take tens of seconds.
+ */
+const MOUNT_TIMEOUT_MS = 75_000;
 
 async function withinMs<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;

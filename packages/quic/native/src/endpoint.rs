@@ -30,7 +30,7 @@ pub struct EndpointOptions {
     /// A peer silent this long is gone (default 10 s). Keep-alives every third of it keep a quiet one open.
     /// (quinn's own idle timer is set to the other two thirds: see `transport_config`.)
     pub idle_timeout_ms: Option<u32>,
-    /// Per-stream and per-connection receive windows in bytes (defaults 2 MiB and 64 MiB).
+    /// Per-stream and per-connection receive windows in bytes (defaults 2 MiB; 64 MiB dialed, 16 MiB accepted).
     pub stream_window: Option<u32>,
     pub connection_window: Option<u32>,
     /// Streams a peer may have open at once (default 1024).
@@ -76,14 +76,16 @@ pub struct QuicEndpoint {
 
 const SOCKET_BUFFER: usize = 4 * 1024 * 1024;
 
-/// Bytes a connection may hold that its streams' readers have not taken. Connection credit comes back only as
-/// streams are read, so a caller whose consumers stall holds up to one stream window (2 MiB) per stalled call:
-/// 16 MiB starved the other calls of the connection once 8 of its streams stalled (measured: the 9th stream of a
-/// slow reader never got its first item). 64 MiB leaves room for 32 stalled calls; the server side reads every
-/// stream eagerly (into the inbound budget), so a hostile peer cannot make it hold this.
-const DEFAULT_CONNECTION_WINDOW: u32 = 64 * 1024 * 1024;
+/// Bytes a connection may hold that its streams' readers have not taken, by default. Connection credit comes back
+/// only as streams are read, so a caller whose consumers stall holds up to one stream window (2 MiB) per stalled
+/// call: 16 MiB starved the other calls of a connection once 8 of its streams stalled (measured: a slow reader's
+/// 9th stream never got its first item). Connections we dial therefore get 64 MiB (32 stalled calls). Connections
+/// peers open to us keep 16 MiB: there a stranger chooses what to send, and every stream is read at once anyway
+/// (into the inbound budget), so a server does not starve its own calls back.
+const DIALED_CONNECTION_WINDOW: u32 = 64 * 1024 * 1024;
+const ACCEPTED_CONNECTION_WINDOW: u32 = 16 * 1024 * 1024;
 
-fn transport_config(options: &EndpointOptions) -> Result<TransportConfig> {
+fn transport_config(options: &EndpointOptions, default_connection_window: u32) -> Result<TransportConfig> {
     let idle = Duration::from_millis(options.idle_timeout_ms.unwrap_or(10_000).max(100) as u64);
     let keep_alive = idle / 3;
     // quinn restarts its idle timer at our first ack-eliciting packet after the peer's last one: at the latest
@@ -96,8 +98,8 @@ fn transport_config(options: &EndpointOptions) -> Result<TransportConfig> {
         .max_idle_timeout(Some(IdleTimeout::try_from(quinn_idle).map_err(|e| coded("INVALID_ARGUMENT", e))?))
         .keep_alive_interval(Some(keep_alive))
         .stream_receive_window(VarInt::from_u32(options.stream_window.unwrap_or(2 * 1024 * 1024)))
-        .receive_window(VarInt::from_u32(options.connection_window.unwrap_or(DEFAULT_CONNECTION_WINDOW)))
-        .send_window(options.connection_window.unwrap_or(DEFAULT_CONNECTION_WINDOW) as u64)
+        .receive_window(VarInt::from_u32(options.connection_window.unwrap_or(default_connection_window)))
+        .send_window(options.connection_window.unwrap_or(default_connection_window) as u64)
         .max_concurrent_bidi_streams(VarInt::from_u32(options.max_streams.unwrap_or(1024)))
         .max_concurrent_uni_streams(VarInt::from_u32(0));
     Ok(config)
@@ -125,7 +127,8 @@ pub async fn bind_endpoint(options: EndpointOptions) -> Result<QuicEndpoint> {
         cert: options.cert.to_vec().into(),
         key: options.key.to_vec(),
     });
-    let transport = Arc::new(transport_config(&options)?);
+    let transport = Arc::new(transport_config(&options, DIALED_CONNECTION_WINDOW)?);
+    let accepted_transport = Arc::new(transport_config(&options, ACCEPTED_CONNECTION_WINDOW)?);
     let ip: IpAddr = unbracket(&options.host)
         .parse()
         .map_err(|e| coded("INVALID_ARGUMENT", format!("bad bind address {}: {e}", options.host)))?;
@@ -140,7 +143,7 @@ pub async fn bind_endpoint(options: EndpointOptions) -> Result<QuicEndpoint> {
     let endpoint_config = endpoint_config(&credentials.key).map_err(|e| coded("INVALID_ARGUMENT", e))?;
     let admission = Admission::new(limits(&options));
     let server_config = if options.accept {
-        Some(listener::server_config(&credentials, transport.clone(), &admission).map_err(|e| coded("INVALID_ARGUMENT", e))?)
+        Some(listener::server_config(&credentials, accepted_transport, &admission).map_err(|e| coded("INVALID_ARGUMENT", e))?)
     } else {
         None
     };

@@ -96,7 +96,7 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     this.nextId = init.role === 'dialer' ? 1 : 2;
     this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
     // A window above the initial one is announced first thing, so the peer's streams can use it.
-    if (this.window > INITIAL_WINDOW) this.send(encodeU32Frame(MuxFrameType.settings, 0, this.window));
+    if (this.window > INITIAL_WINDOW) this.sendControl(encodeU32Frame(MuxFrameType.settings, 0, this.window));
   }
 
   get isClosed(): boolean {
@@ -125,7 +125,7 @@ export class MuxedChannel implements Channel, MuxStreamHost {
 
   async close(reason = new AgentError('CLOSED', 'channel closed')): Promise<void> {
     if (this.closeReason) return;
-    this.send(encodeGoaway(errorCodeToNumber(reason.code), reason.message));
+    this.sendControl(encodeGoaway(errorCodeToNumber(reason.code), reason.message));
     this.shutdown(reason);
     this.pipe.close(reason);
   }
@@ -198,19 +198,20 @@ export class MuxedChannel implements Channel, MuxStreamHost {
   // ---- MuxStreamHost -------------------------------------------------------------------------------------
 
   sendData(id: number, chunk: Uint8Array, open: boolean): void {
-    this.send(encodeMuxFrame(open ? MuxFrameType.open : MuxFrameType.data, id, chunk));
+    // Data waits for room below the high-water mark (MuxStream.write): no check of the peer's reading here.
+    if (!this.closeReason) this.pipe.send(encodeMuxFrame(open ? MuxFrameType.open : MuxFrameType.data, id, chunk));
   }
 
   sendWindow(id: number, increment: number): void {
-    this.send(encodeU32Frame(MuxFrameType.window, id, increment));
+    this.sendControl(encodeU32Frame(MuxFrameType.window, id, increment));
   }
 
   sendFin(id: number): void {
-    this.send(encodeMuxFrame(MuxFrameType.fin, id));
+    this.sendControl(encodeMuxFrame(MuxFrameType.fin, id));
   }
 
   sendReset(id: number, reason: AgentError): void {
-    this.send(encodeU32Frame(MuxFrameType.reset, id, errorCodeToNumber(reason.code)));
+    this.sendControl(encodeU32Frame(MuxFrameType.reset, id, errorCodeToNumber(reason.code)));
   }
 
   waitForPipe(stream: MuxStream): void {
@@ -225,7 +226,8 @@ export class MuxedChannel implements Channel, MuxStreamHost {
 
   // ---- internals -----------------------------------------------------------------------------------------
 
-  private send(frame: Uint8Array): void {
+  /** A frame that does not wait for room (window, fin, reset, goaway, settings): bounded by the peer's reading. */
+  private sendControl(frame: Uint8Array): void {
     if (this.closeReason) return;
     if (this.pipe.bufferedAmount > this.maxUnsentBytes) return this.notReading();
     this.pipe.send(frame);
@@ -259,7 +261,7 @@ export class MuxedChannel implements Channel, MuxStreamHost {
       // A peer past the limit that does not read our refusals either is flooding: it gets no queue of them.
       if (this.congested) return this.notReading();
       this.refuse('max-streams', new AgentError('RESOURCE_EXHAUSTED', 'too many streams'));
-      this.send(encodeU32Frame(MuxFrameType.reset, id, errorCodeToNumber('RESOURCE_EXHAUSTED')));
+      this.sendControl(encodeU32Frame(MuxFrameType.reset, id, errorCodeToNumber('RESOURCE_EXHAUSTED')));
       return;
     }
     const stream = new MuxStream(id, this, this.window, this.peerWindow, 'remote');

@@ -105,6 +105,21 @@ describe('inbound limits', () => {
     expect(server.channels().reduce((n, c) => n + c.activeStreams, 0)).toBeGreaterThanOrEqual(3);
   });
 
+  it('resets the streams whose replies a peer leaves unread once a channel passes its stalled-reply budget', async () => {
+    const { server, raw, client, address } = await serverWith({ maxStalledReplyBytesPerChannel: 1024 * 1024 });
+    const channel = await raw();
+    const request = encodeFrame({ type: 'request', method: 'blobs', timeoutMs: null, priority: 'normal', metadata: {}, body: { count: 1000, size: 200 * 1024 }, mode: 'stream' });
+    // Ten stream calls of 200 KiB items whose replies the peer never reads: past the 256 KiB mux window, each
+    // stream's second item waits for credit that never comes.
+    for (let i = 0; i < 10; i++) await (await channel.openStream()).write(request);
+    expect(await client.send(address, 'add', { a: 2, b: 2 })).toBe(4); // served throughout
+    const stalled = () => server.stats().refusals['stream:stalled-replies'] ?? 0;
+    while (stalled() < 5) await new Promise((resolve) => setImmediate(resolve));
+    // 10 × 200 KiB waiting against 1 MiB: five streams reset (the worst first), five left holding 1,000 KiB.
+    expect(stalled()).toBe(5);
+    expect(await client.send(address, 'add', { a: 3, b: 3 })).toBe(6);
+  });
+
   it('refuses a peer the gate refuses with PERMISSION_DENIED, before any handler runs', async () => {
     const network = new Map<string, ListenContext>();
     const friend = Identity.generate();

@@ -14,7 +14,7 @@ import { ChannelPool, type PoolLimits, type PoolStats } from './channel-pool.js'
 import type { HandlerEntry, StreamHandler, UnaryHandler } from './handlers.js';
 import { serveCall, serveInboundStream, type InboundDeps } from './inbound-call.js';
 import { ConnectionGate, type AuthorizePeer } from './connection-gate.js';
-import { InboundBudget } from './inbound-budget.js';
+import { ChannelBudgets, type ByteBudget } from './byte-budget.js';
 import { composeInterceptors, type CallHandler, type Dispatch, type Interceptor } from './interceptor.js';
 import { OutboundCall, type CallOptions } from './outbound-call.js';
 import { AddressBook, formatPeerAddress, parsePeerReference } from './peer-address.js';
@@ -71,6 +71,14 @@ export interface AgentOptions extends PoolLimits {
   maxInboundBytesPerChannel?: number;
   /** The same across all channels of the agent (default 256 MiB, at least maxInboundBytesPerChannel). */
   maxInboundBytes?: number;
+  /**
+   * Bytes of replies (items, responses) one channel's peer leaves unread while this agent serves it: the items
+   * its handlers yielded that wait for the peer's flow-control credit (default 32 MiB, at least twice
+   * maxFrameSize); past it the stream holding most is reset with RESOURCE_EXHAUSTED.
+   */
+  maxStalledReplyBytesPerChannel?: number;
+  /** The same across all channels of the agent (default 256 MiB). */
+  maxStalledReplyBytes?: number;
 }
 
 const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
@@ -112,8 +120,6 @@ export class Agent {
   private listeners: Listener[] = [];
   /** Peers turned away, by `stage:reason` (see listener/refusal.ts). */
   private readonly refusals = new Map<string, number>();
-  /** Unfinished inbound frames across the agent; each channel's budget is a share of it. */
-  private readonly inboundBudget: InboundBudget;
   private readonly gate: ConnectionGate;
   private closedReason: AgentError | undefined;
 
@@ -122,17 +128,13 @@ export class Agent {
     this.maxFrameSize = positiveInteger('maxFrameSize', options.maxFrameSize, DEFAULT_MAX_FRAME_SIZE);
     const perChannel = positiveInteger('maxInboundBytesPerChannel', options.maxInboundBytesPerChannel, Math.max(DEFAULT_INBOUND_BYTES_PER_CHANNEL, 2 * this.maxFrameSize));
     const total = positiveInteger('maxInboundBytes', options.maxInboundBytes, Math.max(DEFAULT_INBOUND_BYTES, perChannel));
-    this.inboundBudget = new InboundBudget(total, undefined);
-    const budgets = new WeakMap<Channel, InboundBudget>();
-    const budget = (channel: Channel): InboundBudget => {
-      let b = budgets.get(channel);
-      if (!b) {
-        const report = (reason: AgentError): void =>
-          this.refused({ stage: 'stream', reason: 'budget', kind: channel.kind, remoteAddress: channel.remoteAddress, peer: channel.peer, code: reason.code, detail: reason.message });
-        budgets.set(channel, (b = new InboundBudget(perChannel, this.inboundBudget, report)));
-      }
-      return b;
-    };
+    const evicted = (reason: string) => (channel: Channel, error: AgentError): void =>
+      this.refused({ stage: 'stream', reason, kind: channel.kind, remoteAddress: channel.remoteAddress, peer: channel.peer, code: error.code, detail: error.message });
+    const inboundBudgets = new ChannelBudgets(perChannel, total, 'unfinished frames', evicted('budget'));
+    const budget = (channel: Channel): ByteBudget => inboundBudgets.for(channel);
+    const stalledPerChannel = positiveInteger('maxStalledReplyBytesPerChannel', options.maxStalledReplyBytesPerChannel, Math.max(DEFAULT_INBOUND_BYTES_PER_CHANNEL, 2 * this.maxFrameSize));
+    const stalledTotal = positiveInteger('maxStalledReplyBytes', options.maxStalledReplyBytes, Math.max(DEFAULT_INBOUND_BYTES, stalledPerChannel));
+    const replyBudgets = new ChannelBudgets(stalledPerChannel, stalledTotal, 'replies the peer does not read', evicted('stalled-replies'));
     this.gate = new ConnectionGate(options, (refusal) => this.refused(refusal));
     const inbound = options.inboundInterceptors ?? [];
     this.inboundDeps = {
@@ -140,6 +142,7 @@ export class Agent {
       requestTimeoutMs: positiveInteger('requestTimeoutMs', options.requestTimeoutMs, DEFAULT_REQUEST_TIMEOUT_MS),
       handler: (method) => this.handlers.get(method),
       budget,
+      replyBudget: (channel) => replyBudgets.for(channel),
       refused: (refusal) => this.refused(refusal),
       dispatch: inbound.length > 0 ? composeInterceptors(inbound, serveCall) : undefined,
     };

@@ -5,13 +5,13 @@ import type { WireMessage } from '../wire/messages.js';
 import { LazyAbort } from '../util/lazy-abort.js';
 import type { ChannelPool } from './channel-pool.js';
 import type { CallControl, CallHandler, CallInfo, Dispatch } from './interceptor.js';
-import type { InboundBudget } from './inbound-budget.js';
+import type { ByteBudget } from './byte-budget.js';
 
 export interface AttemptDeps {
   pool: ChannelPool;
   maxFrameSize: number;
   /** The channel's budget of unfinished inbound frames: a peer's replies count against it too. */
-  budget(channel: Channel): InboundBudget;
+  budget(channel: Channel): ByteBudget;
 }
 
 /** Calls refused unprocessed (HTTP/2 REFUSED_STREAM and the like) are resent at once, this many times. */

@@ -7,7 +7,7 @@ import { deadlineTimer } from '../util/timer.js';
 import { LazyAbort } from '../util/lazy-abort.js';
 import type { AgentId } from '../identity/agent-id.js';
 import type { CallContext, HandlerEntry, TunnelHandler } from './handlers.js';
-import type { InboundBudget } from './inbound-budget.js';
+import type { ByteBudget } from './byte-budget.js';
 import { InboundContext } from './inbound-context.js';
 import type { CallControl, CallHandler, CallInfo, Dispatch } from './interceptor.js';
 
@@ -19,7 +19,9 @@ export interface InboundDeps {
   requestTimeoutMs: number;
   handler(method: string): HandlerEntry | undefined;
   /** The channel's share of the agent's budget of unfinished inbound frames. */
-  budget(channel: Channel): InboundBudget;
+  budget(channel: Channel): ByteBudget;
+  /** The channel's share of the agent's budget of replies its peer does not read. */
+  replyBudget(channel: Channel): ByteBudget;
   refused(refusal: Refusal): void;
   /** The agent's inbound interceptors composed around `serveCall`; undefined when there are none. */
   dispatch: Dispatch | undefined;
@@ -39,7 +41,7 @@ export async function serveInboundStream(stream: ChannelStream, channel: Channel
     refuseStream(stream, channel, deps, 'budget', new AgentError('RESOURCE_EXHAUSTED', 'too many unfinished frames on this channel: stream refused'));
     return;
   }
-  const framed = new FramedStream(stream, deps.maxFrameSize, budget);
+  const framed = new FramedStream(stream, deps.maxFrameSize, budget, deps.replyBudget(channel));
   const timer = setTimeout(() => {
     refuseStream(stream, channel, deps, 'request-timeout', new AgentError('DEADLINE_EXCEEDED', `request not complete within ${deps.requestTimeoutMs} ms`));
   }, deps.requestTimeoutMs);

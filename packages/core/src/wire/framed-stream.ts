@@ -1,6 +1,6 @@
 import { AgentError } from '../errors.js';
 import type { ChannelStream } from '../channel.js';
-import type { BudgetHolder, InboundBudget } from '../agent/inbound-budget.js';
+import type { BudgetHolder, ByteBudget } from '../agent/byte-budget.js';
 import { decodePayload, encodeFrameSegments } from './codec.js';
 import { FrameDecoder } from './frame-decoder.js';
 import type { WireMessage } from './messages.js';
@@ -11,12 +11,16 @@ export class FramedStream implements BudgetHolder {
   private readonly ready: Uint8Array[] = [];
   /** Payload bytes of the message `receive` returned last (what it cost the peer's window, less the header). */
   lastFrameBytes = 0;
+  /** Bytes of sends the transport has not taken yet (they wait for the peer's credit). */
+  private unsent = 0;
 
   constructor(
     readonly stream: ChannelStream,
     private readonly maxFrameSize: number,
     /** Charged with the memory an unfinished frame holds here, beyond what the transport's window holds. */
-    private readonly budget?: InboundBudget,
+    private readonly budget?: ByteBudget,
+    /** Charged with what `send` wrote until the transport took it: replies a peer leaves unread stay charged. */
+    private readonly sendBudget?: ByteBudget,
   ) {
     this.decoder = new FrameDecoder(maxFrameSize);
   }
@@ -24,9 +28,21 @@ export class FramedStream implements BudgetHolder {
   /** Encodes and writes one message; resolves when the transport accepted it (backpressure). */
   send(message: WireMessage): Promise<void> {
     const segments = encodeFrameSegments(message, this.maxFrameSize);
-    if (segments.length === 1) return this.stream.write(segments[0]!);
     // In order: a second write must not overtake a first one still waiting for credit.
-    return this.stream.write(segments[0]!).then(() => this.stream.write(segments[1]!));
+    const written = segments.length === 1 ? this.stream.write(segments[0]!) : this.stream.write(segments[0]!).then(() => this.stream.write(segments[1]!));
+    const sendBudget = this.sendBudget;
+    if (!sendBudget) return written;
+    const bytes = segments.length === 1 ? segments[0]!.length : segments[0]!.length + segments[1]!.length;
+    this.unsent += bytes;
+    sendBudget.set(this, this.unsent);
+    const settle = (): void => {
+      this.unsent -= bytes;
+      sendBudget.set(this, this.unsent);
+    };
+    return written.then(settle, (error: unknown) => {
+      settle();
+      throw error;
+    });
   }
 
   /** True when nothing beyond the messages already returned has been read: the stream may change hands. */

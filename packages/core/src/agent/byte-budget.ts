@@ -1,24 +1,27 @@
 import { AgentError } from '../errors.js';
+import type { Channel } from '../channel.js';
 
-/** Something holding bytes received from a peer that it cannot hand on yet (an incomplete frame). */
+/** Something holding bytes for a peer: an incomplete frame it sent, or a reply it does not read. */
 export interface BudgetHolder {
   /** Drops what it holds and resets its stream: the budget chose it as the worst offender. */
   evict(reason: AgentError): void;
 }
 
 /**
- * Bytes a peer made us hold (frames it started and has not finished), counted per channel and, through the
- * parent, for the whole agent. Transport windows bound what sits in transport buffers; this bounds what the frame
- * decoders gather beyond them. Past the limit the holder with the most bytes is reset with RESOURCE_EXHAUSTED, and
- * while the budget is exhausted new streams are refused.
+ * Bytes a peer made us hold, counted per channel and, through the parent, for the whole agent: frames it started
+ * and has not finished (transport windows bound what sits in transport buffers; this bounds what the frame
+ * decoders gather beyond them), or replies it does not read. Past the limit the holder with the most bytes is
+ * reset with RESOURCE_EXHAUSTED, and while the budget is exhausted new streams are refused.
  */
-export class InboundBudget {
+export class ByteBudget {
   private held = 0;
   private readonly holders = new Map<BudgetHolder, number>();
 
   constructor(
     readonly limit: number,
-    private readonly parent: InboundBudget | undefined,
+    private readonly parent: ByteBudget | undefined,
+    /** What is counted, for the reset's message, e.g. "unfinished frames". */
+    private readonly what: string,
     /** Told of each eviction (the agent reports it as a refusal). */
     private readonly onEvict: (reason: AgentError) => void = () => undefined,
   ) {}
@@ -49,13 +52,13 @@ export class InboundBudget {
   }
 
   private enforce(): void {
-    while (this.held > this.limit) this.evictWorst(`more than ${this.limit} bytes of unfinished frames on one channel`);
+    while (this.held > this.limit) this.evictWorst(`more than ${this.limit} bytes of ${this.what} on one channel`);
     if (this.parent && this.parent.held > this.parent.limit) this.parent.evictAcrossChildren(this);
   }
 
   /** The parent is over: evict from the child that just grew (it is the one pushing), its worst holder first. */
-  private evictAcrossChildren(child: InboundBudget): void {
-    while (this.held > this.limit && child.holders.size > 0) child.evictWorst(`more than ${this.limit} bytes of unfinished frames in the agent`);
+  private evictAcrossChildren(child: ByteBudget): void {
+    while (this.held > this.limit && child.holders.size > 0) child.evictWorst(`more than ${this.limit} bytes of ${this.what} in the agent`);
   }
 
   private evictWorst(why: string): void {
@@ -73,5 +76,30 @@ export class InboundBudget {
     const reason = new AgentError('RESOURCE_EXHAUSTED', `stream reset: ${why}`);
     this.onEvict(reason);
     worst.evict(reason);
+  }
+}
+
+/** One ByteBudget per channel (made on first use), all shares of one budget for the agent. */
+export class ChannelBudgets {
+  private readonly agent: ByteBudget;
+  private readonly budgets = new WeakMap<Channel, ByteBudget>();
+
+  constructor(
+    private readonly perChannel: number,
+    total: number,
+    private readonly what: string,
+    /** Told of each eviction on `channel` (the agent reports it as a refusal). */
+    private readonly onEvict: (channel: Channel, reason: AgentError) => void,
+  ) {
+    this.agent = new ByteBudget(total, undefined, what);
+  }
+
+  for(channel: Channel): ByteBudget {
+    let budget = this.budgets.get(channel);
+    if (!budget) {
+      budget = new ByteBudget(this.perChannel, this.agent, this.what, (reason) => this.onEvict(channel, reason));
+      this.budgets.set(channel, budget);
+    }
+    return budget;
   }
 }

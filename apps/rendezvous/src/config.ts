@@ -65,8 +65,8 @@ export const DEFAULT_CONFIG: RendezvousConfig = {
   stunRequestsPerSecondPerIp: 50,
   // Every registered agent holds its control connection: room for all registrations (in all and per IP), beyond an
   // ordinary agent's listener defaults (4,096 and 1,024).
-  maxConnections: 100_000,
-  maxConnectionsPerIp: 1000,
+  maxConnections: 100_000, // = maxRegistrations
+  maxConnectionsPerIp: 1000, // = maxRegistrationsPerIp
   handshakeTimeoutMs: DEFAULT_LISTENER_LIMITS.handshakeTimeoutMs,
   allowAgents: undefined,
 };

@@ -64,7 +64,13 @@ describe('rendezvous configuration', () => {
       newConnectionsPerIpPerSecond: 3,
       handshakeTimeoutMs: 2000,
     });
-    expect(listenerLimits(DEFAULT_CONFIG)).toEqual({ maxConnections: 4096, maxConnectionsPerIp: 1024, newConnectionsPerIpPerSecond: 20, handshakeTimeoutMs: 5000 });
+    // Every registered agent holds its control connection: room for every registration, in all and per IP.
+    expect(listenerLimits(DEFAULT_CONFIG)).toEqual({
+      maxConnections: DEFAULT_CONFIG.maxRegistrations,
+      maxConnectionsPerIp: DEFAULT_CONFIG.maxRegistrationsPerIp,
+      newConnectionsPerIpPerSecond: 20,
+      handshakeTimeoutMs: 5000,
+    });
   });
 
   it('reads --allow-agents: one AgentId a line, comments and blanks ignored, a bad line named', () => {

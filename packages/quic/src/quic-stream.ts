@@ -210,7 +210,10 @@ export class QuicChannelStream implements ChannelStream {
   private release(): void {
     if (this.released) return;
     this.released = true;
-    this.native.release();
-    this.onDone();
+    try {
+      this.native.release();
+    } finally {
+      this.onDone(); // the channel's count of open streams must come down whatever the engine said
+    }
   }
 }

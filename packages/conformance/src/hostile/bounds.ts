@@ -57,7 +57,7 @@ export const SUITE_SCALE: AttackScale = {
   unfinishedRequests: { streams: 200 },
   openFlood: { streams: 20_000 },
   deepNesting: { depth: 100_000, streams: 8 },
-  abandoned: { streams: 10_000, concurrency: 250 },
+  abandoned: { streams: 10_000, concurrency: 100 },
   slowReaders: { streams: 16, itemBytes: 1 * MiB },
 };
 

@@ -1,14 +1,4 @@
-import { runConformanceSuite, runHostileSuite, type ConformanceTarget } from '@agentlink/conformance';
-
-const target: ConformanceTarget = {
-  name: 'http2',
-  module: new URL('../src/index.ts', import.meta.url).href,
-  factory: 'http2',
-  listenOptions: { port: 0 },
-  socket: 'tcp',
-  // 8 MiB stream window + 1 MiB read buffer before pausing + socket buffers.
-  maxStreamBufferBytes: 12 * 1024 * 1024,
-};
+import { runConformanceSuite } from '@agentlink/conformance';
+import { target } from './conformance-target.js';
 
 runConformanceSuite(target);
-runHostileSuite(target);

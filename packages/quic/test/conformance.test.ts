@@ -1,16 +1,4 @@
-import { runConformanceSuite, runHostileSuite, type ConformanceTarget } from '@agentlink/conformance';
-
-const target: ConformanceTarget = {
-  name: 'quic',
-  module: new URL('../src/index.ts', import.meta.url).href,
-  factory: 'quic',
-  // A short idle timeout so a killed peer is detected well within the suite's 8 s deadline.
-  listenOptions: { port: 0, idleTimeoutMs: 2000 },
-  dialOptions: { idleTimeoutMs: 2000 },
-  socket: 'udp',
-  // 2 MiB stream window + what quinn and the engine hold in flight.
-  maxStreamBufferBytes: 4 * 1024 * 1024,
-};
+import { runConformanceSuite } from '@agentlink/conformance';
+import { target } from './conformance-target.js';
 
 runConformanceSuite(target);
-runHostileSuite(target);

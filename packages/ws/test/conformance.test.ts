@@ -1,14 +1,4 @@
-import { runConformanceSuite, runHostileSuite, type ConformanceTarget } from '@agentlink/conformance';
-
-const target: ConformanceTarget = {
-  name: 'ws',
-  module: new URL('../src/index.ts', import.meta.url).href,
-  factory: 'webSocket',
-  listenOptions: { port: 0 },
-  socket: 'tcp',
-  // 256 KiB mux window + the socket and TLS buffers between the two processes.
-  maxStreamBufferBytes: 1024 * 1024,
-};
+import { runConformanceSuite } from '@agentlink/conformance';
+import { target } from './conformance-target.js';
 
 runConformanceSuite(target);
-runHostileSuite(target);

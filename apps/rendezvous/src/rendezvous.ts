@@ -55,7 +55,21 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
   };
   const agent = await createAgent({
     identity,
-    channels: [webSocket({ port: config.port, host: config.host, admitConnection })],
+    channels: [
+      webSocket({
+        port: config.port,
+        host: config.host,
+        admitConnection,
+        // Every registered agent holds a connection: the listener's limits follow the rendezvous's own, not an
+        // agent listener's defaults (4,096 connections, 1,024 per IP). The rate is admitConnection's (tighter):
+        // the listener's stays at its default unless the rendezvous allows more.
+        limits: {
+          maxConnections: config.maxRegistrations,
+          maxConnectionsPerIp: config.maxRegistrationsPerIp,
+          newConnectionsPerIpPerSecond: Math.max(200, Math.ceil(config.connectionsPerSecondPerIp)),
+        },
+      }),
+    ],
     maxFrameSize: MAX_FRAME,
   });
   const stun = await Promise.all(config.stunPorts.map((port) => startStunServer(config.host, port)));

@@ -222,9 +222,10 @@ export class Http2ChannelStream implements ChannelStream {
     // before any handler saw them.
     const refused = code === constants.NGHTTP2_REFUSED_STREAM || code === constants.NGHTTP2_ENHANCE_YOUR_CALM;
     if (code === constants.NGHTTP2_CANCEL || refused) {
-      // node cancels (or refuses) the streams of a session the peer ended: its GOAWAY's code (e.g. PERMISSION_DENIED) says why.
+      // node cancels (or refuses) the streams of a session the peer ended: a final reason of its GOAWAY (e.g.
+      // PERMISSION_DENIED) says why; a retryable one keeps the retryable reading below.
       const session = this.sessionFailure();
-      if (session.code !== 'UNAVAILABLE') return this.fail(session);
+      if (!session.retryable) return this.fail(session);
     }
     const errorCode = fromHttp2Code(code);
     const why = code === constants.NGHTTP2_CANCEL ? 'the HTTP/2 session ended under the stream' : `stream reset by peer (${errorCode})`;

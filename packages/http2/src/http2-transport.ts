@@ -60,6 +60,9 @@ export function http2(options: Http2Options = {}): Transport {
   // nghttp2 refuses new streams once a session holds this much: size it for the windows above.
   const maxSessionMemory = Math.ceil((sessionWindow * 2) / (1024 * 1024)) + 16;
   const maxSessionBuffered = options.maxSessionBuffered ?? DEFAULT_MAX_SESSION_BUFFERED;
+  if (!Number.isSafeInteger(maxSessionBuffered) || maxSessionBuffered <= 0) {
+    throw new AgentError('INVALID_ARGUMENT', `http2 option maxSessionBuffered must be a positive integer, got ${String(options.maxSessionBuffered)}`);
+  }
 
   return {
     kind: 'http2',

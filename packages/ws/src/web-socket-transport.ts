@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:https';
-import type { AddressInfo, Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import type { ConnectionOptions, TLSSocket } from 'node:tls';
 import {
   AgentError,

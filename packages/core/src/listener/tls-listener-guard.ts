@@ -22,6 +22,8 @@ export interface TlsListenerGuardOptions {
  */
 export class TlsListenerGuard {
   private readonly admission: ConnectionAdmission;
+  /** Raw sockets refused before TLS: their TLS socket then fails its handshake, which is not a second refusal. */
+  private readonly refusedSockets = new WeakSet<Socket>();
 
   constructor(private readonly options: TlsListenerGuardOptions) {
     this.admission = new ConnectionAdmission(options.limits);
@@ -50,6 +52,9 @@ export class TlsListenerGuard {
     // Garbage on the port, a handshake that does not finish in time, or a client that is not TLS 1.3: only
     // that socket pays.
     server.on('tlsClientError', (error: Error & { code?: string }, socket: TLSSocket) => {
+      // node's server-side TLSSocket keeps the raw socket it wraps as `_parent`.
+      const raw = (socket as TLSSocket & { _parent?: Socket })._parent;
+      if (raw && this.refusedSockets.has(raw)) return socket.destroy();
       const timeout = error.code === 'ERR_TLS_HANDSHAKE_TIMEOUT';
       this.report({ stage: 'handshake', reason: timeout ? 'handshake-timeout' : 'handshake-failed', remoteAddress: addressOf(socket), detail: error.message });
       socket.destroy();
@@ -84,6 +89,7 @@ export class TlsListenerGuard {
 
   private refuseConnection(socket: Socket, reason: string): void {
     const remoteAddress = addressOf(socket);
+    this.refusedSockets.add(socket);
     socket.destroy();
     this.report({ stage: 'connection', reason, remoteAddress });
   }

@@ -36,7 +36,7 @@ writeFileSync(
   join(out, 'tsconfig.json'),
   JSON.stringify({
     extends: '../../tsconfig.base.json',
-    compilerOptions: { noEmit: true, noUnusedLocals: false, baseUrl: '../..', paths: { '@agentlink/*': ['packages/*/src/index.ts', 'apps/*/src/index.ts'] } },
+    compilerOptions: { noEmit: true, noUnusedLocals: false, baseUrl: '../..', paths: { '@agentlink/core/transport': ['packages/core/src/transport.ts'], '@agentlink/*': ['packages/*/src/index.ts', 'apps/*/src/index.ts'] } },
     // Ambient declarations the packages ship beside their sources (types of untyped dependencies).
     include: ['*.ts', '../../packages/*/src/*.d.ts'],
   }),

@@ -6,7 +6,8 @@
  */
 import { connect, createSecureServer } from 'node:http2';
 import type { AddressInfo } from 'node:net';
-import { Identity, selfSignedCertificate } from '@agentlink/core';
+import { Identity } from '@agentlink/core';
+import { selfSignedCertificate } from '@agentlink/core/transport';
 import { Client } from 'undici';
 
 const tls = selfSignedCertificate(Identity.generate());

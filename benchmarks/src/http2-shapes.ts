@@ -12,7 +12,8 @@
 import { once } from 'node:events';
 import { connect, createSecureServer, type ClientHttp2Session } from 'node:http2';
 import type { AddressInfo } from 'node:net';
-import { Identity, decodePayload, encodeFrame, selfSignedCertificate, type WireMessage } from '@agentlink/core';
+import { Identity } from '@agentlink/core';
+import { decodePayload, encodeFrame, selfSignedCertificate, type WireMessage } from '@agentlink/core/transport';
 import { Packr } from 'msgpackr';
 
 export const SHAPE_PAYLOAD = Buffer.alloc(1024, 1);

@@ -3,7 +3,8 @@
  * (msgpack binary vs JSON, which must base64 bytes), and the mux's per-frame work.
  */
 import { Bench } from 'tinybench';
-import { AgentError, FrameDecoder, Identity, MuxedChannel, decodePayload, encodeFrame, type ChannelStream, type WireMessage } from '@agentlink/core';
+import { AgentError, Identity } from '@agentlink/core';
+import { FrameDecoder, MuxedChannel, decodePayload, encodeFrame, type ChannelStream, type WireMessage } from '@agentlink/core/transport';
 
 const token: WireMessage = { type: 'item', body: { text: 'hello ', index: 42 } };
 const request1k: WireMessage = { type: 'request', method: 'echo', timeoutMs: 30_000, priority: 'normal', metadata: {}, body: Buffer.alloc(1024, 7), mode: 'unary' };

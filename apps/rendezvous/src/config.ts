@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
-import { AgentError, DEFAULT_LISTENER_LIMITS, isAgentId, resolveListenerLimits, type AgentId, type ListenerLimits } from '@agentlink/core';
+import { AgentError, DEFAULT_LISTENER_LIMITS, isAgentId, type AgentId, type ListenerLimits } from '@agentlink/core';
+import { resolveListenerLimits } from '@agentlink/core/transport';
 import { readAllowList } from './allow-list.js';
 
 export interface RendezvousConfig {

@@ -1,4 +1,5 @@
-import { AgentError, toAgentError, type AgentId, type ChannelStream } from '@agentlink/core';
+import { AgentError, toAgentError, type AgentId } from '@agentlink/core';
+import { type ChannelStream } from '@agentlink/core/transport';
 
 export interface RelayLimits {
   maxRelaysPerAgent: number;

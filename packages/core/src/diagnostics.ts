@@ -1,4 +1,4 @@
-import diagnostics from 'node:diagnostics_channel';
+import { channel } from 'node:diagnostics_channel';
 
 /**
  * agentlink's diagnostics_channel events (the undici model): subscribe with
@@ -7,17 +7,17 @@ import diagnostics from 'node:diagnostics_channel';
  */
 export const diagnosticChannels = {
   /** `{ call }` when a call is dispatched (before interceptors). */
-  callStart: diagnostics.channel('agentlink:call:start'),
+  callStart: channel('agentlink:call:start'),
   /** `{ call, durationMs }` when a call completed. */
-  callEnd: diagnostics.channel('agentlink:call:end'),
+  callEnd: channel('agentlink:call:end'),
   /** `{ call, error, durationMs }` when a call failed. */
-  callError: diagnostics.channel('agentlink:call:error'),
+  callError: channel('agentlink:call:error'),
   /** `{ channel }` when the pool gained a channel (dialled or accepted). */
-  channelOpen: diagnostics.channel('agentlink:channel:open'),
+  channelOpen: channel('agentlink:channel:open'),
   /** `{ channel, reason }` when a channel closed. */
-  channelClose: diagnostics.channel('agentlink:channel:close'),
+  channelClose: channel('agentlink:channel:close'),
   /** `{ peer, from, to }` when a circuit breaker changes state. */
-  breakerState: diagnostics.channel('agentlink:breaker:state'),
+  breakerState: channel('agentlink:breaker:state'),
   /** A `Refusal` (see listener/refusal.ts) when a connection, handshake, channel or stream from a peer was refused. */
-  peerRefused: diagnostics.channel('agentlink:peer:refused'),
+  peerRefused: channel('agentlink:peer:refused'),
 } as const;

@@ -1,4 +1,5 @@
-import type { Channel, DialContext, ListenContext, Transport } from '../src/index.js';
+import type { Transport } from '../src/index.js';
+import type { Channel, DialContext, ListenContext } from '../src/transport.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { AgentError, Identity, createAgent, type Agent } from '../src/index.js';
 import { memoryTransport } from './memory-transport.js';

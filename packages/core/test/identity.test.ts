@@ -7,18 +7,20 @@ import {
   AGENT_ID_LENGTH,
   AgentError,
   Identity,
-  agentIdOfCertificate,
   isAgentId,
   loadIdentity,
   loadOrCreateIdentity,
   parseAgentId,
   publicKeyFromAgentId,
-  authenticatePeer,
   saveIdentity,
-  secureContextOf,
-  selfSignedCertificate,
   verifySignature,
 } from '../src/index.js';
+import {
+  agentIdOfCertificate,
+  authenticatePeer,
+  secureContextOf,
+  selfSignedCertificate,
+} from '../src/transport.js';
 
 describe('AgentId', () => {
   it('is the 32-byte key as 52 lowercase base32 characters, round-tripping exactly', () => {

@@ -4,15 +4,17 @@ import {
   CallMetrics,
   Identity,
   createAgent,
-  encodeFrame,
-  selfSignedCertificate,
   type Agent,
   type AgentOptions,
+  type Interceptor,
+} from '../src/index.js';
+import {
+  encodeFrame,
+  selfSignedCertificate,
   type Channel,
   type ChannelStream,
-  type Interceptor,
   type ListenContext,
-} from '../src/index.js';
+} from '../src/transport.js';
 import { memoryTransport } from './memory-transport.js';
 
 const agents: Agent[] = [];

@@ -1,4 +1,5 @@
-import { AgentError, MuxedChannel, type Channel, type ListenContext, type Transport } from '../src/index.js';
+import { AgentError, type Transport } from '../src/index.js';
+import { MuxedChannel, type Channel, type ListenContext } from '../src/transport.js';
 
 /**
  * An in-process transport for core's own tests: two MuxedChannels joined by an asynchronous in-memory pipe.

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { AgentError, Identity, MuxedChannel, type ChannelStream } from '../src/index.js';
+import { AgentError, Identity } from '../src/index.js';
+import { MuxedChannel, type ChannelStream } from '../src/transport.js';
 
 /** Two multiplexers joined by an in-memory pipe that delivers asynchronously, like a socket. */
 type PairOptions = { window?: number; maxInboundStreams?: number };

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { PRIORITY_WEIGHTS, WeightedPriorityQueue, type Priority } from '../src/index.js';
+import type { Priority } from '../src/index.js';
+import { PRIORITY_WEIGHTS, WeightedPriorityQueue } from '../src/scheduler/priority-queue.js';
 
 const levels: Priority[] = ['critical', 'high', 'normal', 'low'];
 

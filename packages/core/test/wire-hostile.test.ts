@@ -1,17 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { Packr } from 'msgpackr';
+import { AgentError } from '../src/index.js';
+import { MAX_CONTAINERS_PER_FRAME, MAX_NESTING_DEPTH, checkMsgpackShape } from '../src/wire/msgpack-shape.js';
 import {
-  AgentError,
   DEFAULT_MAX_FRAME_SIZE,
   FrameDecoder,
-  MAX_CONTAINERS_PER_FRAME,
-  MAX_NESTING_DEPTH,
-  checkMsgpackShape,
   decodePayload,
   encodeFrame,
   type WireMessage,
-} from '../src/index.js';
+} from '../src/transport.js';
 import { tupleToMessage } from '../src/wire/messages.js';
 import { containerFloodPayload, deepPayload, frame } from './fuzz/inputs.js';
 import { runFuzz } from './fuzz/run.js';

@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { Packr } from 'msgpackr';
-import { AgentError, FrameDecoder, decodePayload, encodeFrame, encodeFrameSegments, type WireMessage } from '../src/index.js';
+import { AgentError } from '../src/index.js';
+import { encodeFrameSegments } from '../src/wire/codec.js';
+import { FrameDecoder, decodePayload, encodeFrame, type WireMessage } from '../src/transport.js';
 
 const samples: WireMessage[] = [
   { type: 'request', method: 'llm.generate', timeoutMs: 1500, priority: 'critical', metadata: { trace: 't1' }, body: { prompt: 'hi', bytes: Buffer.from([1, 2, 3]) }, mode: 'stream' },

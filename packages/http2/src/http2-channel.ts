@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { constants, type ClientHttp2Session, type Http2Session, type Http2Stream, type ServerHttp2Session } from 'node:http2';
-import { AgentError, muxOverStream, type AgentId, type Channel, type ChannelPath, type ChannelStream, type MuxedChannel, type OpenStreamOptions, type Refusal } from '@agentlink/core';
+import { AgentError, type AgentId, type ChannelPath, type Refusal } from '@agentlink/core';
+import { muxOverStream, type Channel, type ChannelStream, type MuxedChannel, type OpenStreamOptions } from '@agentlink/core/transport';
 import { Http2ChannelStream } from './http2-stream.js';
 import { OutboundBudget } from './outbound-budget.js';
 import { fromHttp2Code, toHttp2Code } from './reset-codes.js';

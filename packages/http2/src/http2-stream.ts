@@ -1,5 +1,6 @@
 import { constants, type Http2Stream, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
-import { AgentError, ChunkQueue, type ChannelStream } from '@agentlink/core';
+import { AgentError } from '@agentlink/core';
+import { ChunkQueue, type ChannelStream } from '@agentlink/core/transport';
 import type { OutboundBudget } from './outbound-budget.js';
 import { fromHttp2Code, toHttp2Code } from './reset-codes.js';
 

@@ -1,8 +1,8 @@
 import { connect, createSecureServer, type ClientHttp2Session, type SecureServerOptions } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
+import { AgentError, type ListenerLimits, type Transport } from '@agentlink/core';
 import {
-  AgentError,
   TlsListenerGuard,
   abortReason,
   addressOf,
@@ -12,9 +12,7 @@ import {
   type DialContext,
   type ListenContext,
   type Listener,
-  type ListenerLimits,
-  type Transport,
-} from '@agentlink/core';
+} from '@agentlink/core/transport';
 import { DEFAULT_MAX_SESSION_BUFFERED, Http2Channel } from './http2-channel.js';
 import { Keepalive } from './keepalive.js';
 import { fromHttp2Code, toHttp2Code } from './reset-codes.js';

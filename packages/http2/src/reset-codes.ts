@@ -1,5 +1,6 @@
 import { constants } from 'node:http2';
-import { errorCodeFromNumber, errorCodeToNumber, type ErrorCode } from '@agentlink/core';
+import { type ErrorCode } from '@agentlink/core';
+import { errorCodeFromNumber, errorCodeToNumber } from '@agentlink/core/transport';
 
 /**
  * RST_STREAM / GOAWAY codes. agentlink codes travel in a private range (0xa6_0000 + the code's number) that no

@@ -1,5 +1,6 @@
 import diagnostics from 'node:diagnostics_channel';
-import { AgentError, Identity, type Agent, type Channel } from '@agentlink/core';
+import { AgentError, Identity, type Agent } from '@agentlink/core';
+import { type Channel } from '@agentlink/core/transport';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   DIAL_ATTEMPTS,

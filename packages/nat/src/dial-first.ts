@@ -1,4 +1,4 @@
-import type { Channel } from '@agentlink/core';
+import type { Channel } from '@agentlink/core/transport';
 
 /**
  * Dials every URL at once and keeps the first channel; the rest are cancelled (or closed if they complete

@@ -2,17 +2,19 @@ import diagnostics from 'node:diagnostics_channel';
 import { EventEmitter } from 'node:events';
 import {
   AgentError,
-  muxOverStream,
   parsePeerReference,
   toAgentError,
   type Agent,
   type AgentId,
   type AgentPlugin,
-  type Channel,
   type ChannelPath,
+} from '@agentlink/core';
+import {
+  muxOverStream,
+  type Channel,
   type ChannelStream,
   type ListenContext,
-} from '@agentlink/core';
+} from '@agentlink/core/transport';
 import type { quic } from '@agentlink/quic';
 import { discoverNat, localAddresses, type NatDiscovery } from './nat-type.js';
 import { dialFirst } from './dial-first.js';

@@ -1,6 +1,7 @@
 import { Duplex } from 'node:stream';
 import { connect, TLSSocket, type TLSSocket as TLSSocketType } from 'node:tls';
-import { AgentError, ChunkQueue, authenticatePeer, secureContextOf, toAgentError, type AgentId, type ChannelStream, type TlsCredentials } from '@agentlink/core';
+import { AgentError, toAgentError, type AgentId } from '@agentlink/core';
+import { ChunkQueue, authenticatePeer, secureContextOf, type ChannelStream, type TlsCredentials } from '@agentlink/core/transport';
 
 const HANDSHAKE_TIMEOUT_MS = 10_000;
 

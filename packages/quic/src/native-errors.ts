@@ -1,4 +1,5 @@
-import { AgentError, errorCodeFromNumber, isErrorCode } from '@agentlink/core';
+import { AgentError, isErrorCode } from '@agentlink/core';
+import { errorCodeFromNumber } from '@agentlink/core/transport';
 
 /**
  * The engine reports failures as `CODE|detail` messages (see native/src/errors.rs). This turns them into the

@@ -1,4 +1,5 @@
-import { AgentError, errorCodeToNumber, type AgentId, type Channel, type ChannelPath, type ChannelStream, type OpenStreamOptions } from '@agentlink/core';
+import { AgentError, type AgentId, type ChannelPath } from '@agentlink/core';
+import { errorCodeToNumber, type Channel, type ChannelStream, type OpenStreamOptions } from '@agentlink/core/transport';
 import { fromNative } from './native-errors.js';
 import type { NativeConnection, NativeStream } from './native.js';
 import { QuicChannelStream } from './quic-stream.js';

@@ -1,4 +1,5 @@
-import type { ErrorCode, ListenContext, Refusal } from '@agentlink/core';
+import type { ErrorCode, Refusal } from '@agentlink/core';
+import type { ListenContext } from '@agentlink/core/transport';
 import type { NativeEndpoint, NativeRefusal } from './native.js';
 
 /** What the peer was told, where it was told anything: the code its own dial fails with. */

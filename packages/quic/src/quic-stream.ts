@@ -1,4 +1,5 @@
-import { AgentError, errorCodeToNumber, type ChannelStream, type Priority } from '@agentlink/core';
+import { AgentError, type Priority } from '@agentlink/core';
+import { errorCodeToNumber, type ChannelStream } from '@agentlink/core/transport';
 import { fromNative } from './native-errors.js';
 import type { NativeStream } from './native.js';
 

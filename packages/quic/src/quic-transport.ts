@@ -1,18 +1,20 @@
 import {
   AgentError,
-  abortReason,
   agentIdFromPublicKey,
-  errorCodeToNumber,
   publicKeyFromAgentId,
+  type ListenerLimits,
+  type Transport,
+} from '@agentlink/core';
+import {
+  abortReason,
+  errorCodeToNumber,
   resolveListenerLimits,
   type Channel,
   type DialContext,
   type ListenContext,
   type Listener,
-  type ListenerLimits,
-  type Transport,
   type TransportContext,
-} from '@agentlink/core';
+} from '@agentlink/core/transport';
 import { fromNative } from './native-errors.js';
 import { loadNative, type NativeConnection, type NativeEndpoint } from './native.js';
 import { QuicChannel } from './quic-channel.js';

@@ -4,13 +4,15 @@ import {
   AgentError,
   createAgent,
   Identity,
-  selfSignedCertificate,
   type Agent,
+} from '@agentlink/core';
+import {
+  selfSignedCertificate,
   type Channel,
   type ChannelStream,
   type DialContext,
   type ListenContext,
-} from '@agentlink/core';
+} from '@agentlink/core/transport';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadNative, quic } from '../src/index.js';
 

@@ -5,12 +5,11 @@ import {
   createAgent,
   diagnosticChannels,
   Identity,
-  selfSignedCertificate,
   type Agent,
-  type Channel,
   type ErrorCode,
   type Refusal,
 } from '@agentlink/core';
+import { selfSignedCertificate, type Channel } from '@agentlink/core/transport';
 import { afterEach, describe, expect, it } from 'vitest';
 import { quic, type QuicOptions } from '../src/index.js';
 

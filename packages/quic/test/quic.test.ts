@@ -5,7 +5,8 @@ import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { AgentError, createAgent, selfSignedCertificate, Identity, type Agent } from '@agentlink/core';
+import { AgentError, createAgent, Identity, type Agent } from '@agentlink/core';
+import { selfSignedCertificate } from '@agentlink/core/transport';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadNative, quic } from '../src/index.js';
 

@@ -1,4 +1,5 @@
-import { AgentError, MuxedChannel, type AgentId, type Channel, type ChannelStream, type MuxOptions, type Refusal } from '@agentlink/core';
+import { AgentError, type AgentId, type Refusal } from '@agentlink/core';
+import { MuxedChannel, type Channel, type ChannelStream, type MuxOptions } from '@agentlink/core/transport';
 import type { Duplex } from 'node:stream';
 import type { WebSocket } from 'ws';
 

@@ -1,8 +1,8 @@
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { ConnectionOptions, TLSSocket } from 'node:tls';
+import { AgentError, type ListenerLimits, type Transport } from '@agentlink/core';
 import {
-  AgentError,
   TlsListenerGuard,
   abortReason,
   authenticatePeer,
@@ -11,10 +11,8 @@ import {
   type DialContext,
   type ListenContext,
   type Listener,
-  type ListenerLimits,
   type MuxOptions,
-  type Transport,
-} from '@agentlink/core';
+} from '@agentlink/core/transport';
 import { WebSocket, WebSocketServer, type ClientOptions } from 'ws';
 import { channelOverWebSocket } from './web-socket-pipe.js';
 

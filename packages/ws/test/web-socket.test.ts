@@ -1,6 +1,7 @@
 import { request } from 'node:https';
 import { once } from 'node:events';
-import { Identity, createAgent, selfSignedCertificate, type Agent } from '@agentlink/core';
+import { Identity, createAgent, type Agent } from '@agentlink/core';
+import { selfSignedCertificate } from '@agentlink/core/transport';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { webSocket } from '../src/index.js';

@@ -1,4 +1,5 @@
-import { Identity, publicKeyFromAgentId, selfSignedCertificate, type AgentId } from '@agentlink/core';
+import { Identity, publicKeyFromAgentId, type AgentId } from '@agentlink/core';
+import { selfSignedCertificate } from '@agentlink/core/transport';
 import type { NativeBinding, NativeEndpoint, NativeStream } from '@agentlink/quic';
 import type { Session, Subject } from './subject.js';
 

@@ -1,4 +1,5 @@
-import { AgentError, FrameDecoder, decodePayload, type AgentOptions, type ChannelStream, type WireMessage } from '@agentlink/core';
+import { AgentError, type AgentOptions } from '@agentlink/core';
+import { FrameDecoder, decodePayload, type ChannelStream, type WireMessage } from '@agentlink/core/transport';
 import { once } from 'node:events';
 import type { ConformanceTarget, TransportFactory } from '../target.js';
 import type { AgentProcess } from './agent-handle.js';

@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import { connect, type ClientHttp2Session, type ClientHttp2Stream, type Settings } from 'node:http2';
-import { Identity, secureContextOf, selfSignedCertificate } from '@agentlink/core';
+import { Identity } from '@agentlink/core';
+import { secureContextOf, selfSignedCertificate } from '@agentlink/core/transport';
 
 /**
  * An HTTP/2 client at node:http2, below the agentlink channel, authenticated with a fresh key: for attacks in

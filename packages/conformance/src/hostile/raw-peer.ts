@@ -1,4 +1,5 @@
-import { AgentError, Identity, encodeFrame, selfSignedCertificate, type Channel, type ChannelStream, type AgentId } from '@agentlink/core';
+import { AgentError, Identity, type AgentId } from '@agentlink/core';
+import { encodeFrame, selfSignedCertificate, type Channel, type ChannelStream } from '@agentlink/core/transport';
 import type { TransportFactory, ConformanceTarget } from '../target.js';
 
 /** Splits `<AgentId>@<url>` into the key to pin and the URL to dial. */

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { connect, type TLSSocket } from 'node:tls';
-import { Identity, secureContextOf, selfSignedCertificate } from '@agentlink/core';
+import { Identity } from '@agentlink/core';
+import { secureContextOf, selfSignedCertificate } from '@agentlink/core/transport';
 
 /**
  * A WebSocket client written by hand, below the `ws` library, so a test can do what no polite client does:

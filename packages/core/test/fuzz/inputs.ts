@@ -3,7 +3,7 @@
  * type mutated byte by byte, random bytes, and shapes built to hurt (deep nesting, huge declared lengths,
  * extension types, prototype keys, container floods, 64-bit integers). Each input is the chunks a peer would send.
  */
-import { encodeFrame, type WireMessage } from '../../src/index.js';
+import { encodeFrame, type WireMessage } from '../../src/transport.js';
 
 /** mulberry32: small, fast, seedable; the same seed gives the same million inputs. */
 export class Rng {

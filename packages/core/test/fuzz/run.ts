@@ -3,7 +3,8 @@
  * complete frame) and records what came out: errors by code, anything that is not an AgentError, decoded values
  * that carry a BigInt or a foreign prototype, and the time each input took.
  */
-import { AgentError, FrameDecoder, decodePayload } from '../../src/index.js';
+import { AgentError } from '../../src/index.js';
+import { FrameDecoder, decodePayload } from '../../src/transport.js';
 import { InputSource, Rng, type FuzzInput } from './inputs.js';
 
 export interface FuzzReport {

@@ -1,0 +1,38 @@
+/**
+ * The transport SPI of agentlink, for channel authors: the contract a channel package implements
+ * ({@link Transport}, {@link Channel}, {@link ChannelStream}), the contexts core hands it, the helpers every
+ * channel shares (TLS with agent-key authentication, listener limits and refusals, a multiplexer for
+ * transports without native streams, the wire codec for tests). Applications use `@agentlink/core`.
+ *
+ * @packageDocumentation
+ */
+export type {
+  Channel,
+  ChannelKind,
+  ChannelPath,
+  ChannelStream,
+  DialContext,
+  ListenContext,
+  Listener,
+  OpenStreamOptions,
+  Transport,
+  TransportContext,
+} from './channel.js';
+export { errorCodeFromNumber, errorCodeToNumber } from './errors.js';
+export { agentIdOfCertificate, authenticatePeer, secureContextOf, selfSignedCertificate } from './identity/certificate.js';
+export type { PeerCertificateSource, TlsCredentials } from './identity/certificate.js';
+export { MuxedChannel } from './mux/muxed-channel.js';
+export { muxOverStream } from './mux/mux-over-stream.js';
+export type { MessagePipe, MuxedChannelInit, MuxOptions } from './mux/muxed-channel.js';
+export { DEFAULT_MAX_FRAME_SIZE, FRAME_HEADER_BYTES, decodePayload, encodeFrame } from './wire/codec.js';
+export { FrameDecoder } from './wire/frame-decoder.js';
+export { MessageType } from './wire/messages.js';
+export type { WireMessage } from './wire/messages.js';
+export { abortReason } from './util/abort.js';
+export { ChunkQueue } from './util/chunk-queue.js';
+export { ConnectionAdmission, DEFAULT_LISTENER_LIMITS, resolveListenerLimits } from './listener/listener-limits.js';
+export type { AdmissionRefusal, ListenerLimits } from './listener/listener-limits.js';
+export { refusalKey } from './listener/refusal.js';
+export type { Refusal, RefusalStage } from './listener/refusal.js';
+export { TlsListenerGuard, addressOf } from './listener/tls-listener-guard.js';
+export type { TlsListenerGuardOptions } from './listener/tls-listener-guard.js';

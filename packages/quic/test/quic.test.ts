@@ -70,12 +70,11 @@ describe('QUIC channel specifics', () => {
     expect(await caller.send(address, 'echo', 'alive')).toBe('alive');
     const [channel] = caller.channels();
     child.kill('SIGKILL');
-    const killedAt = Date.now();
-    const reason = await channel!.closed; // an idle channel: only the idle timeout can notice
-    const detectedAfter = Date.now() - killedAt;
+    // An idle channel: only the idle timeout can notice. How long it takes is measured, not tested (a loaded
+    // machine stretches it): benchmarks/src/peer-death.ts, docs/quic.md.
+    const reason = await channel!.closed;
     expect(reason.code).toBe('UNAVAILABLE');
-    expect(detectedAfter).toBeLessThan(1000 + 500);
-    expect(detectedAfter).toBeGreaterThan(500);
+    expect(reason.message).toMatch(/idle timeout/);
   });
 
   it('1,000 connect/close cycles leave no growth in handles or memory beyond noise', async () => {

@@ -16,6 +16,11 @@ export interface ConformanceTarget {
   socket: 'tcp' | 'udp';
   /** Upper bound of bytes in flight on one stream when the reader stops (flow-control window + buffers). */
   maxStreamBufferBytes?: number;
+  /**
+   * The factory takes `mux: MuxOptions` because the channel's streams are core's mux (ws): the suite then checks
+   * that two sides with different mux windows work together.
+   */
+  muxOptions?: boolean;
 }
 
 export type TransportFactory = (options: Record<string, unknown>) => Transport;

@@ -2,7 +2,7 @@ import { constants, type Http2Stream, type OutgoingHttpHeaders, type ServerHttp2
 import { AgentError } from '@agentlink/core';
 import { ChunkQueue, type ChannelStream } from '@agentlink/core/transport';
 import type { OutboundBudget } from './outbound-budget.js';
-import { fromHttp2Code, toHttp2Code } from './reset-codes.js';
+import { fromHttp2Code, isAgentlinkCode, toHttp2Code } from './reset-codes.js';
 
 const RESOLVED = Promise.resolve();
 /**
@@ -66,6 +66,8 @@ export class Http2ChannelStream implements ChannelStream {
   private received = false;
   private failure: AgentError | undefined;
   private drainWaiters: Waiter<void>[] = [];
+  /** The stream's session, kept because node unlinks it from the stream as the stream is destroyed. */
+  private readonly session: Http2Stream['session'];
   /** Costs of the writes node has not reported sent yet, in order; they go back to the budget then. */
   private readonly unsent: number[] = [];
   /** Writes that went the slow way (sliced, or waiting for the session's budget) and are not all handed over. */
@@ -84,6 +86,7 @@ export class Http2ChannelStream implements ChannelStream {
     /** Bytes the session's streams may have in node's buffers, unsent (a zero-window peer holds them). */
     private readonly budget: OutboundBudget,
   ) {
+    this.session = stream.session;
     (stream as LinkedStream)[WRAPPER] = this;
     stream.on('data', onNodeData);
     stream.on('end', onNodeEnd);
@@ -219,6 +222,12 @@ export class Http2ChannelStream implements ChannelStream {
   }
 
   private failFromPeer(code: number): void {
+    // node closes every stream of a session that died under it (the socket broke: a killed peer, a keep-alive
+    // unanswered) with a code of its own, INTERNAL_ERROR: no peer reset that, and the lost session is
+    // UNAVAILABLE (retryable), never PROTOCOL_ERROR. Measured: every unary call waiting on a SIGKILLed peer.
+    if (this.session?.destroyed && !isAgentlinkCode(code) && fromHttp2Code(code) === 'PROTOCOL_ERROR') {
+      return this.fail(this.sessionFailure());
+    }
     // Node servers refuse streams over their limit at HEADERS time (REFUSED_STREAM or ENHANCE_YOUR_CALM),
     // before any handler saw them.
     const refused = code === constants.NGHTTP2_REFUSED_STREAM || code === constants.NGHTTP2_ENHANCE_YOUR_CALM;

@@ -13,8 +13,13 @@ export function toHttp2Code(code: ErrorCode): number {
   return PRIVATE_BASE + errorCodeToNumber(code);
 }
 
+/** Whether `code` is one of agentlink's (an agent chose it), not one of HTTP/2's own. */
+export function isAgentlinkCode(code: number): boolean {
+  return code >= PRIVATE_BASE && code < PRIVATE_BASE + 0x1_0000;
+}
+
 export function fromHttp2Code(code: number): ErrorCode {
-  if (code >= PRIVATE_BASE && code < PRIVATE_BASE + 0x1_0000) return errorCodeFromNumber(code - PRIVATE_BASE);
+  if (isAgentlinkCode(code)) return errorCodeFromNumber(code - PRIVATE_BASE);
   switch (code) {
     case constants.NGHTTP2_CANCEL: // the session went away under the stream
     case constants.NGHTTP2_REFUSED_STREAM: // never processed: safe to retry elsewhere

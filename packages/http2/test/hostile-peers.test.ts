@@ -175,8 +175,14 @@ describe('HTTP/2 listener against hostile peers', () => {
       const server = await agent({ port: 0 });
       const client = await agent();
       await client.send(server.addresses[0]!, 'echo', 'open');
-      const inFlight = client.send(server.addresses[0]!, 'slow', 10_000).catch((e: unknown) => e);
-      await sleep(50); // the call reached the server
+      let arrived!: () => void;
+      const reachedHandler = new Promise<void>((resolve) => (arrived = resolve));
+      server.handle('hold', () => {
+        arrived();
+        return new Promise(() => undefined); // ended by the channel's close
+      });
+      const inFlight = client.send(server.addresses[0]!, 'hold', null, { timeoutMs: 120_000 }).catch((e: unknown) => e);
+      await reachedHandler; // the call is in flight at the server
       const [channel] = server.channels(client.id) as Http2Channel[];
       await channel!.close(new AgentError('PERMISSION_DENIED', 'not allowed here'));
       const error = (await inFlight) as AgentError;

@@ -9,4 +9,6 @@ export const target: ConformanceTarget = {
   socket: 'tcp',
   // 256 KiB mux window + the socket and TLS buffers between the two processes.
   maxStreamBufferBytes: 1024 * 1024,
+  // Streams are core's mux: the factory takes `mux` options.
+  muxOptions: true,
 };

@@ -1,4 +1,8 @@
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { chooseEngine, engineSources, ENGINE_OVERRIDE_VARIABLE, missingEngineMessage } from './engine-loader.js';
+import { detectLibc, targetName, type ReportHeader } from './engine-target.js';
 
 /** The addon's surface (packages/quic/native/src): what this package calls, nothing more. */
 export interface NativeStream {
@@ -84,42 +88,35 @@ export interface NativeBinding {
 
 export type NativeLoad = { ok: true; binding: NativeBinding; from: string } | { ok: false; reason: string };
 
-/** napi-rs platform triple: linux-x64-gnu, darwin-arm64, win32-x64-msvc, … */
+/** This process's napi-rs target: linux-x64-gnu, linux-arm64-musl, darwin-arm64, win32-x64-msvc, … */
 export function platformTarget(): string {
-  if (process.platform === 'linux') {
-    const report = process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined;
-    return `linux-${process.arch}-${report?.header?.glibcVersionRuntime ? 'gnu' : 'musl'}`;
-  }
-  if (process.platform === 'win32') return `win32-${process.arch}-msvc`;
-  return `${process.platform}-${process.arch}`;
+  const libc =
+    process.platform === 'linux'
+      ? detectLibc((process.report?.getReport() as { header?: ReportHeader } | undefined)?.header, () =>
+          existsSync(`/lib/ld-musl-${process.arch === 'x64' ? 'x86_64' : process.arch === 'arm64' ? 'aarch64' : process.arch}.so.1`),
+        )
+      : undefined;
+  return targetName({ platform: process.platform, arch: process.arch, libc });
 }
 
 let cached: NativeLoad | undefined;
 
 /**
- * Finds the engine: the file named by $AGENTLINK_QUIC_NATIVE if set, else the prebuilt platform package `@agentlink/quic-<target>`
- * (an optionalDependency, so npm installs only the one for this machine). Never throws: a failure is a reason.
+ * Finds the engine (see engine-loader.ts for the order: $AGENTLINK_QUIC_NATIVE alone if set, else the local build,
+ * else the platform package `@agentlink/quic-<target>`). Never throws: a failure is a reason, naming the platform,
+ * the supported targets and the override variable.
  */
 export function loadNative(): NativeLoad {
   if (cached) return cached;
   const require = createRequire(import.meta.url);
   const target = platformTarget();
-  // An explicit path is authoritative (a wrong one turns QUIC off rather than silently loading another build).
-  const override = process.env.AGENTLINK_QUIC_NATIVE;
-  const candidates = override ? [override] : [`@agentlink/quic-${target}`];
-  const failures: string[] = [];
-  for (const candidate of candidates) {
-    try {
-      const binding = require(candidate) as NativeBinding;
-      cached = { ok: true, binding, from: require.resolve(candidate) };
-      return cached;
-    } catch (error) {
-      failures.push(`${candidate}: ${(error as Error).message.split('\n')[0]}`);
-    }
-  }
-  cached = {
-    ok: false,
-    reason: `no QUIC engine for ${target} (${failures.join('; ')}). Install @agentlink/quic-${target}, or build it: pnpm --filter @agentlink/quic build:native (needs cargo)`,
-  };
+  // src/ and dist/ both sit one level below the package root, where a local build leaves its file.
+  const packageRoot = fileURLToPath(new URL('..', import.meta.url));
+  const choice = chooseEngine<NativeBinding>(engineSources(target, process.env[ENGINE_OVERRIDE_VARIABLE], packageRoot), {
+    exists: existsSync,
+    load: (specifier) => require(specifier) as NativeBinding,
+    resolve: (specifier) => require.resolve(specifier),
+  });
+  cached = choice.ok ? choice : { ok: false, reason: missingEngineMessage(target, choice.failures) };
   return cached;
 }

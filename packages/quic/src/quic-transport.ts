@@ -44,6 +44,12 @@ export interface QuicOptions {
    * per second with a burst of 5 s worth, handshakes within 5 s). Refusals reach `agent.stats().refusals`.
    */
   limits?: ListenerLimits;
+  /**
+   * Without an engine for this machine, QUIC is off and the agent runs on its other channels after one warning
+   * (default). `required: true` makes it an error instead: `listen` (so `createAgent`) and `dial` fail with
+   * `UNAVAILABLE`, naming the platform, the supported targets and the override variable.
+   */
+  required?: boolean;
 }
 
 let warnedUnavailable = false;
@@ -56,6 +62,9 @@ const u32 = (n: number): number => Math.min(n, 0xffff_ffff);
  * engine cannot load, the transport says why once and refuses to dial, and the agent's other channels work.
  */
 export function quic(options: QuicOptions = {}): Transport & { endpoint(): Promise<NativeEndpoint | undefined> } {
+  if (options.required !== undefined && typeof options.required !== 'boolean') {
+    throw new AgentError('INVALID_ARGUMENT', `quic: required must be a boolean, got ${typeof options.required}`);
+  }
   const listens = options.port !== undefined || options.host !== undefined;
   const limits = resolveListenerLimits(options.limits);
   let endpoint: Promise<NativeEndpoint> | undefined;
@@ -90,8 +99,9 @@ export function quic(options: QuicOptions = {}): Transport & { endpoint(): Promi
     endpoint: async () => endpoint,
 
     async listen(context: ListenContext): Promise<Listener> {
-      if (!listens) return { addresses: [], close: async () => undefined };
       const native = loadNative();
+      if (!native.ok && options.required) throw new AgentError('UNAVAILABLE', `QUIC is required but off: ${native.reason}`);
+      if (!listens) return { addresses: [], close: async () => undefined };
       if (!native.ok) {
         if (!warnedUnavailable) {
           warnedUnavailable = true;

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createAgent, Identity } from '@agentlink/core';
 import { selfSignedCertificate } from '@agentlink/core/transport';
-import { loadNative, quic, type NativeStream } from '@agentlink/quic';
+import { loadNative, quic, type NativeStream, type QuicCongestion } from '@agentlink/quic';
 import { http2 } from '@agentlink/http2';
 import { webSocket } from '@agentlink/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -17,7 +17,7 @@ import type { ServerAddresses } from './subjects/subject.js';
 
 const HIGH_WATER = 8 * 1024 * 1024;
 
-export async function startServers(host = '127.0.0.1'): Promise<{ addresses: ServerAddresses; close(): Promise<void> }> {
+export async function startServers(host = '127.0.0.1', quicCongestion?: QuicCongestion): Promise<{ addresses: ServerAddresses; close(): Promise<void> }> {
   const identity = Identity.generate();
   const tls = selfSignedCertificate(identity);
   const native = loadNative();
@@ -28,7 +28,7 @@ export async function startServers(host = '127.0.0.1'): Promise<{ addresses: Ser
   const limits = { maxConnections: 100_000, maxConnectionsPerIp: 100_000, newConnectionsPerIpPerSecond: 100_000 };
   const agent = await createAgent({
     identity,
-    channels: [...(native.ok ? [quic({ port: 0, host, limits })] : []), http2({ port: 0, host, limits }), webSocket({ port: 0, host, limits })],
+    channels: [...(native.ok ? [quic({ port: 0, host, limits, congestion: quicCongestion })] : []), http2({ port: 0, host, limits }), webSocket({ port: 0, host, limits })],
     maxFrameSize: 64 * 1024 * 1024,
   });
   agent.handle('echo', (body: unknown) => body);

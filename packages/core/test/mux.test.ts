@@ -241,3 +241,68 @@ describe('mux', () => {
   });
 });
 
+
+/** Two multiplexers joined by a pipe with `delayMs` one way (in order), recording b's WINDOW grants. */
+function slowPair(delayMs: number, options: { window?: number; maxWindow?: number; maxChannelWindowGrowth?: number } = {}) {
+  const accepted: ChannelStream[] = [];
+  const grantsByB: number[] = [];
+  const make = (role: 'dialer' | 'listener', deliver: (m: Uint8Array) => void) =>
+    new MuxedChannel({ ...options, kind: 'test', peer: Identity.generate().id, remoteAddress: 'memory', role, onStream: (s) => accepted.push(s), pipe: { send: (m) => deliver(Buffer.from(m)), bufferedAmount: 0, close: () => undefined } });
+  const a: MuxedChannel = make('dialer', (m) => setTimeout(() => b.receive(m), delayMs));
+  const b: MuxedChannel = make('listener', (m) => {
+    if (m[0] === 2) grantsByB.push(Buffer.from(m).readUInt32BE(5));
+    setTimeout(() => a.receive(m), delayMs);
+  });
+  return { a, b, accepted, grantsByB };
+}
+
+async function pushThrough(a: MuxedChannel, accepted: ChannelStream[], bytes: number, onRead?: () => Promise<void>): Promise<void> {
+  const stream = await a.openStream();
+  const written = stream.write(Buffer.alloc(bytes, 1)).then(() => stream.end());
+  while (accepted.length === 0) await tick();
+  const remote = accepted.shift()!;
+  let received = 0;
+  for (let chunk = await remote.read(); chunk; chunk = await remote.read()) {
+    received += chunk.length;
+    await onRead?.();
+  }
+  await written;
+  expect(received).toBe(bytes);
+}
+
+describe('mux window auto-tuning', () => {
+  it('a reader that keeps up with a long path grows its window past the initial 256 KiB, doubling per grant', async () => {
+    const { a, accepted, grantsByB } = slowPair(5);
+    await pushThrough(a, accepted, 2 * 1024 * 1024); // the first stream measures the round trip
+    await pushThrough(a, accepted, 16 * 1024 * 1024);
+    const largest = Math.max(...grantsByB);
+    // A grant returns the consumed half window plus the growth: 128 KiB without growth, more once it doubled.
+    expect(largest).toBeGreaterThan(1024 * 1024);
+    expect(largest).toBeLessThanOrEqual(16 * 1024 * 1024);
+  });
+
+  it('a slow reader keeps the initial window: its grants return only what it consumed', async () => {
+    const { a, accepted, grantsByB } = slowPair(1);
+    // One 64 KiB chunk per 20 ms: half a window takes 40 ms, far more than two round trips of this 2 ms path.
+    const slowly = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, 20));
+    await pushThrough(a, accepted, 1024 * 1024, slowly);
+    await pushThrough(a, accepted, 1024 * 1024, slowly);
+    expect(grantsByB.length).toBeGreaterThan(0);
+    for (const grant of grantsByB) expect(grant).toBeLessThanOrEqual(256 * 1024);
+  });
+
+  it('growth stays within maxWindow per stream and maxChannelWindowGrowth per channel', async () => {
+    const { a, accepted, grantsByB } = slowPair(5, { maxWindow: 1024 * 1024, maxChannelWindowGrowth: 512 * 1024 });
+    await pushThrough(a, accepted, 2 * 1024 * 1024);
+    await pushThrough(a, accepted, 8 * 1024 * 1024);
+    // At most 256 KiB + 512 KiB of growth: a grant is at most half of 768 KiB consumed plus a growth step.
+    const grownBy = grantsByB.reduce((sum, g) => sum + Math.max(0, g - 384 * 1024), 0);
+    expect(Math.max(...grantsByB)).toBeLessThanOrEqual(384 * 1024 + 512 * 1024);
+    expect(grownBy).toBeLessThanOrEqual(2 * 512 * 1024); // one growth budget per stream, released with the stream
+  });
+
+  it('maxWindow below window is refused with INVALID_ARGUMENT', () => {
+    expect(() => slowPair(1, { window: 1024 * 1024, maxWindow: 512 * 1024 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    expect(() => slowPair(1, { maxChannelWindowGrowth: -1 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+  });
+});

@@ -24,7 +24,12 @@ export interface Http2Options {
   host?: string;
   /** Streams a peer may have open at once on one session (default 1000); more wait in the peer's queue. */
   maxConcurrentStreams?: number;
-  /** Flow-control windows: per stream (default 8 MiB) and per session (default 32 MiB). */
+  /**
+   * Flow-control windows: per stream (default 8 MiB) and per session (default 32 MiB). Chosen as the mux's
+   * auto-tuning would end up: about 4 × the bandwidth-delay product of a 100 Mbit/s path at 160 ms RTT (2 MB),
+   * so one stream fills a long fat path; node's HTTP/2 cannot grow a stream's window as it goes (nghttp2 only
+   * replenishes it), so the ceiling is granted up front, within the per-session bound of docs/security.md.
+   */
   streamWindow?: number;
   sessionWindow?: number;
   /** Keep-alive pings on idle sessions (default every 15 s, 10 s to answer; intervalMs 0 = off). */

@@ -1,5 +1,5 @@
 export { quic } from './quic-transport.js';
-export type { QuicOptions } from './quic-transport.js';
+export type { QuicCongestion, QuicOptions } from './quic-transport.js';
 export { QuicChannel } from './quic-channel.js';
 export { loadNative, platformTarget } from './native.js';
 export type { NativeBinding, NativeConnection, NativeDial, NativeEndpoint, NativeLoad, NativeRefusal, NativeStream } from './native.js';

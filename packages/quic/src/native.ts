@@ -73,6 +73,7 @@ export interface EndpointOptions {
   streamWindow?: number;
   connectionWindow?: number;
   maxStreams?: number;
+  congestion?: string;
   maxConnections?: number;
   maxConnectionsPerIp?: number;
   newConnectionsPerIpPerSecond?: number;

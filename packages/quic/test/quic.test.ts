@@ -32,6 +32,25 @@ describe('QUIC channel specifics', () => {
     if (native.ok) expect(native.binding.engineVersion()).toMatch(/quinn/);
   });
 
+  it('congestion is validated when the transport is made: only bbr, cubic or newreno', () => {
+    for (const wrong of ['reno', 'BBR', '', 3, null]) {
+      const made = (): unknown => quic({ congestion: wrong as never });
+      expect(made).toThrow(AgentError);
+      expect(made).toThrow(/congestion must be one of bbr, cubic, newreno/);
+    }
+  });
+
+  it('every congestion controller carries calls and streams (each side its own)', async () => {
+    for (const congestion of ['bbr', 'cubic', 'newreno'] as const) {
+      const server = await agent({ port: 0, congestion });
+      const client = await agent({ congestion: congestion === 'bbr' ? 'cubic' : 'bbr' });
+      expect(await client.send(server.addresses[0]!, 'echo', congestion)).toBe(congestion);
+      const tokens: string[] = [];
+      for await (const token of client.stream<string>(server.addresses[0]!, 'tokens', 3)) tokens.push(token);
+      expect(tokens).toEqual(['t0', 't1', 't2']);
+    }
+  });
+
   it('two agents dialling each other at once end with one channel, used by both', async () => {
     const a = await agent();
     const b = await agent();

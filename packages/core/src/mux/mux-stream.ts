@@ -10,6 +10,12 @@ export interface MuxStreamHost {
   /** `open` is set on a stream's first frame: the stream is announced together with its first bytes. */
   sendData(id: number, chunk: Uint8Array, open: boolean): void;
   sendWindow(id: number, increment: number): void;
+  /** The channel's RTT estimate in ms (see MuxedChannel.rttSample), undefined before the first sample. */
+  readonly rttMs: number | undefined;
+  rttSample(ms: number): void;
+  /** Grants up to `bytes` of growth to a stream's receive window, within the per-stream and per-channel bounds. */
+  growWindow(current: number, bytes: number): number;
+  now(): number;
   sendFin(id: number): void;
   sendReset(id: number, reason: AgentError): void;
   /** `stream` has bytes to send but the pipe is congested: wake it, by priority, once there is room. */
@@ -25,11 +31,31 @@ interface Waiter<T> {
 
 const RESOLVED = Promise.resolve();
 
-/** One multiplexed stream with yamux-style credit: the receiver grants bytes as its reader consumes them. */
+/**
+ * One multiplexed stream with yamux-style credit: the receiver grants bytes as its reader consumes them.
+ *
+ * The receive window auto-tunes toward the path's bandwidth-delay product (as quic-go and yamux do): a stream
+ * whose reader consumed half its window in less than two round trips was held back by the window, not by the
+ * path or the reader, so its next grant doubles the window (within the bounds the channel grants). A slow reader
+ * never grows it. The round trip needs no new frame: bytes past the limit we had granted cannot arrive before
+ * our grant reached the sender and its data came back, so grant-to-first-byte-beyond-the-old-limit is a sample
+ * of at least one RTT (exactly one when the sender was waiting for the grant, the case that matters here).
+ */
 export class MuxStream implements ChannelStream {
   private sendCredit: number;
   private readonly incoming = new ChunkQueue((bytes) => this.consumed(bytes));
   private unackedBytes = 0;
+  /** Our receive window now: the configured one, grown while the reader keeps up with the path. */
+  private window: number;
+  /** Bytes received so far, and the most the peer may have sent (our window plus every grant). */
+  private receivedBytes = 0;
+  private grantedLimit: number;
+  /** The grant whose round trip is being timed: the limit before it, and when it left. */
+  private probe: { limit: number; at: number } | undefined;
+  /** When the current window's consumption started (the last grant, or the first byte). */
+  private epochStart: number | undefined;
+  /** Bytes the window grew by: what this stream holds of the channel's growth budget until it is released. */
+  private grown = 0;
   private creditWaiters: Waiter<void>[] = [];
   private localEnded = false;
   private remoteEnded = false;
@@ -44,14 +70,21 @@ export class MuxStream implements ChannelStream {
   constructor(
     readonly id: number,
     private readonly host: MuxStreamHost,
-    /** Bytes we accept unread: our receive window. */
-    private readonly window: number,
+    /** Bytes we accept unread: our receive window (it may grow, see above). */
+    window: number,
     /** Bytes the peer accepts unread, as far as we know now (its SETTINGS may raise it later). */
     sendWindow: number,
     origin: 'local' | 'remote',
   ) {
+    this.window = window;
+    this.grantedLimit = window;
     this.sendCredit = sendWindow;
     this.announced = origin === 'remote';
+  }
+
+  /** Receive window bytes above the configured one: what this stream holds of the channel's growth budget. */
+  get grownBytes(): number {
+    return this.grown;
   }
 
   write(chunk: Uint8Array): Promise<void> {
@@ -113,6 +146,12 @@ export class MuxStream implements ChannelStream {
       this.reset(new AgentError('PROTOCOL_ERROR', 'peer exceeded the stream flow-control window'));
       return;
     }
+    this.receivedBytes += chunk.length;
+    if (this.epochStart === undefined) this.epochStart = this.host.now();
+    if (this.probe && this.receivedBytes > this.probe.limit) {
+      this.host.rttSample(this.host.now() - this.probe.at);
+      this.probe = undefined;
+    }
     this.incoming.push(chunk);
   }
 
@@ -159,11 +198,26 @@ export class MuxStream implements ChannelStream {
     this.announced = true;
   }
 
-  /** Bytes the reader took: once half a window is consumed, grant it back to the peer. */
+  /**
+   * Bytes the reader took: once half a window is consumed, grant it back to the peer — and grow the window first
+   * when that half took less than two round trips (the window, not the path or the reader, was the limit).
+   */
   private consumed(bytes: number): void {
     this.unackedBytes += bytes;
     if (this.remoteEnded || this.unackedBytes < this.window / 2) return;
-    this.host.sendWindow(this.id, this.unackedBytes);
+    const now = this.host.now();
+    let increment = this.unackedBytes;
+    const rtt = this.host.rttMs;
+    if (rtt !== undefined && this.epochStart !== undefined && now - this.epochStart < 2 * rtt) {
+      const growth = this.host.growWindow(this.window, this.window);
+      this.window += growth;
+      this.grown += growth;
+      increment += growth;
+    }
+    this.epochStart = now;
+    this.probe ??= { limit: this.grantedLimit, at: now };
+    this.grantedLimit += increment;
+    this.host.sendWindow(this.id, increment);
     this.unackedBytes = 0;
   }
 

@@ -20,6 +20,14 @@ export interface MessagePipe {
 export interface MuxOptions {
   /** Per-stream receive window in bytes (default and minimum 256 KiB); a larger one is announced to the peer. */
   window?: number;
+  /**
+   * Auto-tuning: a stream's receive window doubles while its reader consumes half of it in under two round trips,
+   * up to `maxWindow` bytes (default 16 MiB; equal to `window` = off), so one stream fills a long fat path
+   * (100 Mbit/s at 80 ms RTT needs ~1 MiB). All streams of a channel together grow by at most
+   * `maxChannelWindowGrowth` bytes (default 32 MiB): the bound on what auto-tuning lets one peer make us hold.
+   */
+  maxWindow?: number;
+  maxChannelWindowGrowth?: number;
   /** Largest DATA frame body (default 64 KiB). */
   maxChunk?: number;
   /** Streams the peer may have open at once (default 1024); more are refused with RESOURCE_EXHAUSTED. */
@@ -61,6 +69,11 @@ export class MuxedChannel implements Channel, MuxStreamHost {
 
   private readonly pipe: MessagePipe;
   private readonly window: number;
+  private readonly maxWindow: number;
+  private readonly maxWindowGrowth: number;
+  /** Bytes the streams' windows grew by, all together (auto-tuning), and the path's RTT as the streams measure it. */
+  private windowGrowth = 0;
+  private minRttMs: number | undefined;
   /** The peer's receive window: the protocol's initial one until its SETTINGS say more. */
   private peerWindow = INITIAL_WINDOW;
   private readonly maxInboundStreams: number;
@@ -87,6 +100,14 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     this.window = init.window ?? INITIAL_WINDOW;
     if (!Number.isSafeInteger(this.window) || this.window < INITIAL_WINDOW || this.window > 0xffff_ffff) {
       throw new AgentError('INVALID_ARGUMENT', `mux.window must be an integer from ${INITIAL_WINDOW} to ${0xffff_ffff}, got ${String(init.window)}`);
+    }
+    this.maxWindow = init.maxWindow ?? Math.max(this.window, 16 * 1024 * 1024);
+    if (!Number.isSafeInteger(this.maxWindow) || this.maxWindow < this.window || this.maxWindow > 0xffff_ffff) {
+      throw new AgentError('INVALID_ARGUMENT', `mux.maxWindow must be an integer from mux.window (${this.window}) to ${0xffff_ffff}, got ${String(init.maxWindow)}`);
+    }
+    this.maxWindowGrowth = init.maxChannelWindowGrowth ?? 32 * 1024 * 1024;
+    if (!Number.isSafeInteger(this.maxWindowGrowth) || this.maxWindowGrowth < 0) {
+      throw new AgentError('INVALID_ARGUMENT', `mux.maxChannelWindowGrowth must be a non-negative integer, got ${String(init.maxChannelWindowGrowth)}`);
     }
     this.maxChunk = init.maxChunk ?? 64 * 1024;
     this.maxInboundStreams = init.maxInboundStreams ?? 1024;
@@ -214,6 +235,25 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     this.sendControl(encodeU32Frame(MuxFrameType.reset, id, errorCodeToNumber(reason.code)));
   }
 
+  get rttMs(): number | undefined {
+    return this.minRttMs;
+  }
+
+  /** The smallest sample is the path's RTT: larger ones include time the sender spent not waiting for our grant. */
+  rttSample(ms: number): void {
+    if (this.minRttMs === undefined || ms < this.minRttMs) this.minRttMs = ms;
+  }
+
+  growWindow(current: number, bytes: number): number {
+    const granted = Math.max(0, Math.min(bytes, this.maxWindow - current, this.maxWindowGrowth - this.windowGrowth));
+    this.windowGrowth += granted;
+    return granted;
+  }
+
+  now(): number {
+    return performance.now();
+  }
+
   waitForPipe(stream: MuxStream): void {
     if (stream.waitingForPipe) return;
     stream.waitingForPipe = true;
@@ -221,7 +261,11 @@ export class MuxedChannel implements Channel, MuxStreamHost {
   }
 
   release(id: number): void {
-    if (this.streams.delete(id) && id % 2 !== this.nextId % 2) this.inboundCount--;
+    const stream = this.streams.get(id);
+    if (!stream) return;
+    this.streams.delete(id);
+    this.windowGrowth -= stream.grownBytes;
+    if (id % 2 !== this.nextId % 2) this.inboundCount--;
   }
 
   // ---- internals -----------------------------------------------------------------------------------------

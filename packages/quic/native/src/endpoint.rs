@@ -9,6 +9,7 @@ use quinn::{ClientConfig, IdleTimeout, TokioRuntime, TransportConfig, VarInt};
 use tokio::sync::{mpsc, oneshot, watch, Mutex};
 
 use crate::admission::{Admission, Limits};
+use crate::congestion;
 use crate::connection::{missing_key, QuicConnection};
 use crate::errors::{coded, connection_error};
 use crate::listener::{self, Accepted, RefusalEvent, REFUSAL_QUEUE};
@@ -35,6 +36,8 @@ pub struct EndpointOptions {
     pub connection_window: Option<u32>,
     /// Streams a peer may have open at once (default 1024).
     pub max_streams: Option<u32>,
+    /// Congestion controller: "bbr" (default), "cubic" or "newreno" (see congestion.rs).
+    pub congestion: Option<String>,
     /// Listener limits (core's ListenerLimits, resolved by JavaScript; defaults as there): connections held
     /// in all and per IP, new connections per IP per second (burst 5 s worth), and the handshake deadline.
     pub max_connections: Option<u32>,
@@ -101,7 +104,8 @@ fn transport_config(options: &EndpointOptions, default_connection_window: u32) -
         .receive_window(VarInt::from_u32(options.connection_window.unwrap_or(default_connection_window)))
         .send_window(options.connection_window.unwrap_or(default_connection_window) as u64)
         .max_concurrent_bidi_streams(VarInt::from_u32(options.max_streams.unwrap_or(1024)))
-        .max_concurrent_uni_streams(VarInt::from_u32(0));
+        .max_concurrent_uni_streams(VarInt::from_u32(0))
+        .congestion_controller_factory(congestion::controller_factory(options.congestion.as_deref()).map_err(|e| coded("INVALID_ARGUMENT", e))?);
     Ok(config)
 }
 

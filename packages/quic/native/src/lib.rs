@@ -6,6 +6,7 @@
 #![cfg_attr(test, allow(dead_code))]
 
 mod admission;
+mod congestion;
 mod connection;
 mod endpoint;
 mod errors;

@@ -1,0 +1,97 @@
+/**
+ * The measuring side of a lab run, started inside namespace `a` by run.ts: agentlink agents (as applications
+ * use them) calling agentbench's server in namespace `b` across the impaired path. Reads jobs as JSON from argv,
+ * prints one JSON result per line.
+ *   bulk:  `streams` concurrent downloads on one channel for `seconds`: aggregate Mbit/s.
+ *   burst: `streams` concurrent streams of `tokens` 16-byte tokens each, as fast as the server yields: p50/p95
+ *          of each stream's time from request to last token, over `rounds` rounds.
+ */
+import { createAgent, type Agent, type Transport } from '@agentlink/core';
+import { http2 } from '@agentlink/http2';
+import { quic } from '@agentlink/quic';
+import { webSocket } from '@agentlink/ws';
+import { percentiles } from '../../packages/agentbench/src/stats.js';
+import type { ServerAddresses } from '../../packages/agentbench/src/subjects/subject.js';
+
+/** `ws-fixed`: ws with the mux's window auto-tuning off (256 KiB per stream, as before it), for comparison. */
+export type Channel = 'quic' | 'http2' | 'ws' | 'ws-fixed';
+export type Job =
+  | { kind: 'bulk'; channel: Channel; streams: number; seconds: number }
+  | { kind: 'burst'; channel: Channel; streams: number; tokens: number; rounds: number };
+export type JobResult =
+  | { kind: 'bulk'; channel: Channel; streams: number; seconds: number; bytes: number; mbitPerSecond: number }
+  | { kind: 'burst'; channel: Channel; streams: number; tokens: number; p50Ms: number; p95Ms: number; n: number };
+
+const TOKEN_BYTES = 16;
+
+function target(addresses: ServerAddresses, channel: Channel): { address: string; transport: () => Transport } {
+  if (channel === 'quic') return { address: addresses.agentlinkQuic!, transport: () => quic() };
+  if (channel === 'http2') return { address: addresses.agentlinkHttp2, transport: () => http2() };
+  if (channel === 'ws-fixed') return { address: addresses.agentlinkWs, transport: () => webSocket({ mux: { maxWindow: 256 * 1024 } }) };
+  return { address: addresses.agentlinkWs, transport: () => webSocket() };
+}
+
+async function withAgent<T>(transport: Transport, use: (agent: Agent) => Promise<T>): Promise<T> {
+  const agent = await createAgent({ channels: [transport], maxFrameSize: 64 * 1024 * 1024, defaultTimeoutMs: 300_000, connectTimeoutMs: 30_000 });
+  try {
+    return await use(agent);
+  } finally {
+    await agent.close();
+  }
+}
+
+async function bulk(address: string, transport: Transport, streams: number, seconds: number): Promise<number> {
+  return withAgent(transport, async (agent) => {
+    await agent.ping(address, { timeoutMs: 30_000 }); // the channel is up before the clock starts
+    let bytes = 0;
+    const stop = new AbortController();
+    const timer = setTimeout(() => stop.abort(), seconds * 1000);
+    await Promise.all(
+      Array.from({ length: streams }, async () => {
+        try {
+          for await (const chunk of agent.stream<Uint8Array>(address, 'download', { total: 2 ** 40, chunk: 64 * 1024 }, { signal: stop.signal })) {
+            if (!stop.signal.aborted) bytes += chunk.length;
+          }
+        } catch (error) {
+          if (!stop.signal.aborted) throw error;
+        }
+      }),
+    );
+    clearTimeout(timer);
+    return bytes;
+  });
+}
+
+async function burst(address: string, transport: Transport, streams: number, tokens: number, rounds: number): Promise<number[]> {
+  return withAgent(transport, async (agent) => {
+    await agent.ping(address, { timeoutMs: 30_000 });
+    const samples: number[] = [];
+    for (let round = 0; round < rounds; round++) {
+      await Promise.all(
+        Array.from({ length: streams }, async () => {
+          const started = performance.now();
+          let received = 0;
+          for await (const chunk of agent.stream<Uint8Array>(address, 'download', { total: tokens * TOKEN_BYTES, chunk: TOKEN_BYTES })) received += chunk.length;
+          if (received !== tokens * TOKEN_BYTES) throw new Error(`burst moved ${received} of ${tokens * TOKEN_BYTES} bytes`);
+          samples.push(performance.now() - started);
+        }),
+      );
+    }
+    return samples;
+  });
+}
+
+const { addresses, jobs } = JSON.parse(process.argv[2]!) as { addresses: ServerAddresses; jobs: Job[] };
+for (const job of jobs) {
+  const { address, transport } = target(addresses, job.channel);
+  let result: JobResult;
+  if (job.kind === 'bulk') {
+    const bytes = await bulk(address, transport(), job.streams, job.seconds);
+    result = { ...job, bytes, mbitPerSecond: (bytes * 8) / 1e6 / job.seconds };
+  } else {
+    const samples = await burst(address, transport(), job.streams, job.tokens, job.rounds);
+    const p = percentiles(samples);
+    result = { ...job, p50Ms: p.p50, p95Ms: p.p95, n: p.n };
+  }
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+}

@@ -1,0 +1,139 @@
+/**
+ * The network lab's benchmark (root): for each path, agentlink's channels at 1 / 32 / 128 concurrent streams of
+ * bulk download, QUIC with BBR (the default) and with Cubic, raw kernel TCP with cubic and BBR per socket (iperf3
+ * -C) as the reference, and a 1,000-token burst on 32 streams (p95). The whole matrix is repeated; each repeat
+ * runs every figure once, so slow drifts of a shared machine spread over all of them alike.
+ *
+ *   sudo pnpm --filter @agentlink/benchmarks netlab [--repeats 2] [--seconds 6] [--paths 40/0,40/1,40/1/cubic,10/3]
+ *        [--channels quic,quic-cubic,http2,ws,ws-fixed] [--streams 1,32,128] [--no-burst] [--no-tcp] [--json out.json]
+ *
+ * A path is delay-ms/loss-percent[/tcp-congestion of both hosts, default bbr], on a 100 Mbit/s link.
+ */
+import { once } from 'node:events';
+import { writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import type { ServerAddresses } from '../../packages/agentbench/src/subjects/subject.js';
+import type { Channel, Job, JobResult } from './client.js';
+import { buildForwarder, pingRtts, startLab, type Lab, type PathSpec } from './lab.js';
+
+const { values } = parseArgs({
+  options: {
+    repeats: { type: 'string', default: '2' },
+    seconds: { type: 'string', default: '6' },
+    paths: { type: 'string', default: '40/0,40/1,40/1/cubic,10/3' },
+    streams: { type: 'string', default: '1,32,128' },
+    channels: { type: 'string', default: 'quic,quic-cubic,http2,ws' },
+    rate: { type: 'string', default: '100' },
+    json: { type: 'string' },
+    'no-burst': { type: 'boolean', default: false },
+    'no-tcp': { type: 'boolean', default: false },
+  },
+});
+const repeats = Number(values.repeats);
+const seconds = Number(values.seconds);
+const streamCounts = values.streams.split(',').map(Number);
+const channels = values.channels.split(',');
+const rateMbit = Number(values.rate);
+
+interface Path extends PathSpec {
+  name: string;
+  tcp: 'cubic' | 'bbr';
+}
+const paths: Path[] = values.paths.split(',').map((text) => {
+  const [delay, loss, tcp = 'bbr'] = text.split('/');
+  return { name: text, delayMs: Number(delay), lossPercent: Number(loss), jitterMs: 0, rateMbit, tcp: tcp as 'cubic' | 'bbr' };
+});
+
+const here = (file: string): string => fileURLToPath(new URL(file, import.meta.url));
+const node = (script: string): string[] => [...process.execArgv.filter((a) => !a.startsWith('--inspect')), '--conditions=source', '--import', 'tsx', script];
+
+/** Figures of one path: name → samples over repeats (Mbit/s, or ms for bursts). */
+type Samples = Record<string, number[]>;
+const results: Record<string, { rtt: number[]; samples: Samples }> = {};
+const forwarder = await buildForwarder();
+
+for (let repeat = 0; repeat < repeats; repeat++) {
+  for (const path of paths) {
+    const entry = (results[path.name] ??= { rtt: [], samples: {} });
+    const add = (key: string, value: number): void => void (entry.samples[key] ??= []).push(value);
+    const lab = await startLab(path, forwarder);
+    try {
+      await lab.setTcpCongestion(path.tcp);
+      entry.rtt.push(...(await pingRtts(lab, 10)));
+      // agentbench's server in b: one process with BBR QUIC (the default), one with Cubic QUIC.
+      const servers = await Promise.all(['bbr', 'cubic'].map((congestion) => startServer(lab, congestion)));
+      const [bbr, cubic] = servers.map((s) => s.addresses);
+      for (const channel of channels) {
+        const quicCubic = channel === 'quic-cubic';
+        const jobs: Job[] = streamCounts.map((streams) => ({ kind: 'bulk', channel: (quicCubic ? 'quic' : channel) as Channel, streams, seconds }));
+        if (!values['no-burst']) jobs.push({ kind: 'burst', channel: (quicCubic ? 'quic' : channel) as Channel, streams: 32, tokens: 1000, rounds: 3 });
+        for (const result of await client(lab, quicCubic ? cubic! : bbr!, jobs)) {
+          if (result.kind === 'bulk') add(`${channel} ${result.streams}`, result.mbitPerSecond);
+          else add(`${channel} burst p95`, result.p95Ms);
+        }
+      }
+      await Promise.all(servers.map((s) => s.close()));
+      for (const tcp of values['no-tcp'] ? [] : ['cubic', 'bbr']) {
+        for (const parallel of [1, 32]) add(`tcp ${tcp} ${parallel}`, await iperf(lab, tcp, parallel));
+      }
+    } finally {
+      const counters = await lab.close();
+      console.error(`repeat ${repeat + 1}/${repeats} path ${path.name}: forwarder a->b ${JSON.stringify(counters.ab)} b->a ${JSON.stringify(counters.ba)}`);
+    }
+  }
+}
+
+async function startServer(lab: Lab, congestion: string): Promise<{ addresses: ServerAddresses; close(): Promise<void> }> {
+  const child = lab.spawn(lab.b, process.execPath, [...node(here('../../packages/agentbench/src/peer-process.ts')), lab.addressB, congestion]);
+  const [line] = (await once(child.stdout!, 'data')) as [Buffer];
+  return {
+    addresses: JSON.parse(line.toString()) as ServerAddresses,
+    close: async () => {
+      child.stdin!.end();
+      await once(child, 'exit');
+    },
+  };
+}
+
+async function client(lab: Lab, addresses: ServerAddresses, jobs: Job[]): Promise<JobResult[]> {
+  const { stdout } = await lab.exec(lab.a, process.execPath, [...node(here('./client.ts')), JSON.stringify({ addresses, jobs })]);
+  const out = stdout.trim().split('\n').map((line) => JSON.parse(line) as JobResult);
+  for (const r of out) console.error(JSON.stringify(r));
+  return out;
+}
+
+/** Raw kernel TCP, congestion control set on the socket (iperf3 -C), a→b for `seconds`: Mbit/s received. */
+async function iperf(lab: Lab, congestion: string, parallel: number): Promise<number> {
+  const server = lab.spawn(lab.b, 'iperf3', ['-s', '-1', '--forceflush', '-B', lab.addressB]);
+  await once(server.stdout!, 'data'); // "Server listening"
+  const { stdout } = await lab.exec(lab.a, 'iperf3', ['-c', lab.addressB, '-t', String(seconds), '-C', congestion, '-P', String(parallel), '-J']);
+  await once(server, 'exit');
+  const report = JSON.parse(stdout) as { end: { sum_received: { bits_per_second: number } } };
+  const mbit = report.end.sum_received.bits_per_second / 1e6;
+  console.error(`tcp ${congestion} ${parallel}: ${mbit.toFixed(1)} Mbit/s`);
+  return mbit;
+}
+
+// The report: median of the repeats, and their range.
+const median = (v: number[]): number => [...v].sort((a, b) => a - b)[Math.floor((v.length - 1) / 2)]!;
+const cell = (v: number[] | undefined, digits = 1): string => {
+  if (!v?.length) return '–';
+  const m = median(v).toFixed(digits);
+  return v.length > 1 ? `${m} (${Math.min(...v).toFixed(digits)}–${Math.max(...v).toFixed(digits)})` : m;
+};
+const lines: string[] = [];
+lines.push(`network lab, ${rateMbit} Mbit/s each way; Mbit/s, median of ${repeats} (range); burst = p95 ms of 32 streams × 1,000 tokens`);
+lines.push('');
+lines.push(`| one-way delay / loss (hosts' TCP) | ping RTT ms | ${channels.map((c) => `${c} ${streamCounts.join(' / ')}`).join(' | ')} | TCP cubic 1 / 32 | TCP BBR 1 / 32 | burst p95 ms ${channels.join(' / ')} |`);
+lines.push(`|${'---|'.repeat(channels.length + 5)}`);
+for (const path of paths) {
+  const r = results[path.name]!;
+  const s = r.samples;
+  const joined = (prefix: string, counts: Array<number | string>): string => counts.map((n) => cell(s[`${prefix} ${n}`])).join(' / ');
+  lines.push(
+    `| ${path.delayMs} ms / ${path.lossPercent}% (${path.tcp}) | ${cell(r.rtt)} | ${channels.map((c) => joined(c, streamCounts)).join(' | ')} | ${joined('tcp cubic', [1, 32])} | ${joined('tcp bbr', [1, 32])} | ${channels.map((c) => cell(s[`${c} burst p95`], 0)).join(' / ')} |`,
+  );
+}
+console.log(lines.join('\n'));
+if (values.json) writeFileSync(values.json, JSON.stringify({ date: new Date().toISOString(), rateMbit, seconds, repeats, paths, results }, null, 2));

@@ -7,6 +7,7 @@ import { AgentError, Identity, createAgent, type Agent } from '@agentlink/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { firstLine, spawnScript, startPeerProcess } from './child-process.js';
 import { installConformanceHandlers } from './handlers.js';
+import { runDuplexCases } from './duplex-cases.js';
 import { loadFactory, type ConformanceTarget, type TransportFactory } from './target.js';
 
 /** Resolves with the AgentError a promise rejects with; fails the test if it resolves or throws anything else. */
@@ -335,4 +336,5 @@ export function runConformanceSuite(target: ConformanceTarget): void {
       expect(Date.now() - closedAt).toBeLessThan(5000);
     });
   });
+  runDuplexCases(target);
 }

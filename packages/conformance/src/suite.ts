@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { firstLine, spawnScript } from './child-process.js';
 import { describeFailureCases } from './failure-cases.js';
 import { installConformanceHandlers } from './handlers.js';
+import { runDuplexCases } from './duplex-cases.js';
 import { loadFactory, type ConformanceTarget, type TransportFactory } from './target.js';
 
 /** Resolves with the AgentError a promise rejects with; fails the test if it resolves or throws anything else. */
@@ -317,4 +318,5 @@ export function runConformanceSuite(target: ConformanceTarget): void {
 
     describeFailureCases(target);
   });
+  runDuplexCases(target);
 }

@@ -11,7 +11,9 @@ import type { CallMode } from '../wire/messages.js';
 import { networkDispatch } from './call-attempt.js';
 import { StreamItems, UnaryResult } from './call-results.js';
 import { ChannelPool, type PoolLimits, type PoolStats } from './channel-pool.js';
-import type { HandlerEntry, StreamHandler, UnaryHandler } from './handlers.js';
+import type { DuplexHandler, HandlerEntry, StreamHandler, UnaryHandler } from './handlers.js';
+import { DuplexReplies, DuplexSession, type DuplexCall } from './duplex.js';
+import { createOutbox } from './duplex-outbox.js';
 import { serveCall, serveInboundStream, type InboundDeps } from './inbound-call.js';
 import { ConnectionGate, type AuthorizePeer } from './connection-gate.js';
 import { ChannelBudgets, type ByteBudget } from './byte-budget.js';
@@ -202,6 +204,15 @@ export class Agent {
   }
 
   /**
+   * Serves `method` as a duplex call: the handler iterates the caller's items (`incoming`) and yields its own,
+   * in any interleaving. Callers open one with `duplex`.
+   */
+  handleDuplex<In = any, Out = unknown>(method: string, handler: DuplexHandler<In, Out>): this {
+    this.handlers.set(method, { kind: 'duplex', handler });
+    return this;
+  }
+
+  /**
    * Serves `method` as a tunnel: the handler accepts (or throws to refuse) and then owns a raw byte stream to
    * the caller, e.g. to relay it. Callers open one with `openTunnel`.
    */
@@ -275,6 +286,19 @@ export class Agent {
         items.unhold();
       }
     }
+  }
+
+  /**
+   * Opens a duplex call to `peer`'s `handleDuplex` handler: `send` items (with backpressure) and `end()`, while
+   * `for await` reads the handler's items. Deadline (none unless `timeoutMs`), signal, priority, metadata and
+   * interceptors apply as for `stream`; breaking out of the loop or `abort(reason)` cancels both sides.
+   */
+  duplex<In = unknown, Out = unknown>(peer: string, method: string, options: CallOptions = {}): DuplexCall<In, Out> {
+    const call = this.newCall(peer, method, null, 'duplex', options, undefined);
+    const outbox = createOutbox(call);
+    const replies = new DuplexReplies<Out>(() => call.abortReason, outbox, method);
+    this.start(call, replies);
+    return new DuplexSession<In, Out>(call, replies, outbox);
   }
 
   /** Round-trip time in milliseconds to `peer` over the channel calls would use. */

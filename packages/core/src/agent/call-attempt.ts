@@ -6,6 +6,7 @@ import { LazyAbort } from '../util/lazy-abort.js';
 import type { ChannelPool } from './channel-pool.js';
 import type { CallControl, CallHandler, CallInfo, Dispatch } from './interceptor.js';
 import type { ByteBudget } from './byte-budget.js';
+import { outboxOf } from './duplex-outbox.js';
 
 export interface AttemptDeps {
   pool: ChannelPool;
@@ -54,8 +55,10 @@ class CallAttempt implements CallControl {
         return await this.receiveReplies();
       } catch (error) {
         this.releaseSlot();
-        // A call the peer refused before processing cannot have run: resend it on a fresh stream, within its deadline.
-        if (error instanceof AgentError && error.unprocessed && !this.aborted.reason && !call.abortReason && resend < MAX_TRANSPARENT_RETRIES) {
+        // A call the peer refused before processing cannot have run: resend it on a fresh stream, within its deadline
+        // (a duplex call only while none of its items went out: they are not kept for a resend).
+        const resendable = error instanceof AgentError && error.unprocessed && !(call.mode === 'duplex' && outboxOf(call)?.bound);
+        if (resendable && !this.aborted.reason && !call.abortReason && resend < MAX_TRANSPARENT_RETRIES) {
           this.framed = undefined;
           await new Promise((resolve) => setTimeout(resolve, resend));
           continue;
@@ -81,6 +84,11 @@ class CallAttempt implements CallControl {
       body: call.body,
       mode: call.mode,
     });
+    if (call.mode === 'duplex') {
+      const outbox = outboxOf(call);
+      if (!outbox) throw new AgentError('INVALID_ARGUMENT', `${call.method}: a duplex call is made with agent.duplex()`);
+      outbox.attach(this.framed);
+    }
   }
 
   private async receiveReplies(): Promise<void> {

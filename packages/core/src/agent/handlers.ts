@@ -22,6 +22,11 @@ export interface CallContext {
 
 export type UnaryHandler<In = any, Out = unknown> = (body: In, context: CallContext) => Out | Promise<Out>;
 export type StreamHandler<In = any, Out = unknown> = (body: In, context: CallContext) => AsyncIterable<Out>;
+/**
+ * Serves a duplex call: `incoming` yields the caller's items until its `end()` (and throws the call's abort
+ * reason); each item the returned iterable yields goes back to the caller. Throwing ends the call with an error.
+ */
+export type DuplexHandler<In = any, Out = unknown> = (incoming: AsyncIterable<In>, context: CallContext) => AsyncIterable<Out>;
 
 /**
  * Owns a raw byte stream once the call is accepted: returns the `response` body sent to the caller before
@@ -35,4 +40,5 @@ export type TunnelHandler<In = any> = (
 export type HandlerEntry =
   | { kind: 'unary'; handler: UnaryHandler }
   | { kind: 'stream'; handler: StreamHandler }
-  | { kind: 'tunnel'; handler: TunnelHandler };
+  | { kind: 'tunnel'; handler: TunnelHandler }
+  | { kind: 'duplex'; handler: DuplexHandler };

@@ -9,6 +9,7 @@ import type { AgentId } from '../identity/agent-id.js';
 import type { CallContext, HandlerEntry, TunnelHandler } from './handlers.js';
 import type { ByteBudget } from './byte-budget.js';
 import { InboundContext } from './inbound-context.js';
+import { IncomingItems } from './inbound-duplex.js';
 import type { CallControl, CallHandler, CallInfo, Dispatch } from './interceptor.js';
 
 type Request = Extract<WireMessage, { type: 'request' }>;
@@ -89,6 +90,8 @@ class InboundCall implements CallInfo, CallControl {
   private timer: NodeJS.Timeout | undefined;
   replied = false;
   private watching = false;
+  /** Duplex calls: the caller's items, read while the handler runs. */
+  private readonly incoming: IncomingItems | undefined;
 
   constructor(
     readonly framed: FramedStream,
@@ -99,6 +102,7 @@ class InboundCall implements CallInfo, CallControl {
     this.deadline = request.timeoutMs === null ? undefined : Date.now() + request.timeoutMs;
     this.metadata = request.metadata;
     this.reply = new ReplyWriter(this);
+    if (request.mode === 'duplex') this.incoming = new IncomingItems(() => this.aborted.reason);
   }
 
   // ---- CallInfo ------------------------------------------------------------------------------------------
@@ -147,6 +151,7 @@ class InboundCall implements CallInfo, CallControl {
   abort(reason: AgentError): void {
     if (!this.aborted.abort(reason)) return;
     clearTimeout(this.timer);
+    this.incoming?.fail(reason);
     this.framed.stream.reset(reason);
   }
 
@@ -161,8 +166,8 @@ class InboundCall implements CallInfo, CallControl {
     if (entry.kind === 'stream' && request.mode === 'unary') {
       return out.onError(new AgentError('INVALID_ARGUMENT', `"${request.method}" streams: call it with agent.stream()`));
     }
-    if ((entry.kind === 'tunnel') !== (request.mode === 'tunnel')) {
-      const how = entry.kind === 'tunnel' ? 'agent.openTunnel()' : 'send() or stream()';
+    if ((entry.kind === 'tunnel') !== (request.mode === 'tunnel') || (entry.kind === 'duplex') !== (request.mode === 'duplex')) {
+      const how = entry.kind === 'tunnel' ? 'agent.openTunnel()' : entry.kind === 'duplex' ? 'agent.duplex()' : 'send() or stream()';
       return out.onError(new AgentError('INVALID_ARGUMENT', `"${request.method}" is called with ${how}`));
     }
     // The reply travels at the caller's priority, where the transport can order streams.
@@ -186,6 +191,10 @@ class InboundCall implements CallInfo, CallControl {
       } else if (entry.kind === 'tunnel') {
         this.armWatchers(false); // a tunnel's bytes are its handler's to read
         await this.openTunnel(entry.handler, context);
+      } else if (entry.kind === 'duplex') {
+        this.armWatchers(); // reads the caller's items (and its cancel) from now on
+        await this.pump(entry.handler(this.incoming!.iterate(), context), out);
+        out.onEnd();
       } else {
         this.armWatchers();
         await this.pump(entry.handler(request.body, context), out);
@@ -208,6 +217,7 @@ class InboundCall implements CallInfo, CallControl {
   /** The call is over: its deadline no longer matters; a caller whose end we never read is read now. */
   finished(): void {
     clearTimeout(this.timer);
+    this.incoming?.drop(); // the caller's items still on their way are read and discarded
     if (!this.watching) void this.watchCaller(); // reads the caller's end, which frees the stream
   }
 
@@ -251,6 +261,7 @@ class InboundCall implements CallInfo, CallControl {
   /** After the request the caller sends nothing until it is done; anything else means it gave up. */
   private async watchCaller(): Promise<void> {
     this.watching = true;
+    if (this.incoming) return this.incoming.read(this.framed, this);
     try {
       for (;;) {
         const message = await this.framed.receive();
@@ -277,6 +288,7 @@ class InboundCall implements CallInfo, CallControl {
   /** Sends the error as the call's reply; refused before the handler ran, it also reads the caller's end. */
   async replyError(error: AgentError): Promise<void> {
     clearTimeout(this.timer);
+    this.incoming?.drop();
     if (this.aborted.reason) return; // the stream was reset when the call aborted
     try {
       await this.framed.send({ type: 'error', code: error.code, message: error.message });

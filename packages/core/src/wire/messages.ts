@@ -16,9 +16,13 @@ export const MessageType = {
   pong: 8,
 } as const;
 
-/** `tunnel`: after the handler's `response`, the stream carries raw bytes both ways (relays, proxies). */
-export type CallMode = 'unary' | 'stream' | 'tunnel';
-const MODES: readonly CallMode[] = ['unary', 'stream', 'tunnel'];
+/**
+ * `tunnel`: after the handler's `response`, the stream carries raw bytes both ways (relays, proxies).
+ * `duplex`: after the request the caller sends `item`s and one `end`, while the handler sends `item`s and its
+ * `end` or `error` (docs/protocol.md). Peers older than duplex reject mode 3 as a malformed request.
+ */
+export type CallMode = 'unary' | 'stream' | 'tunnel' | 'duplex';
+const MODES: readonly CallMode[] = ['unary', 'stream', 'tunnel', 'duplex'];
 
 export type WireMessage =
   | {
@@ -49,7 +53,7 @@ const priorityIndex = z.number().int().min(0).max(PRIORITIES.length - 1);
 const metadata = z
   .record(z.string().max(MAX_TEXT), z.string().max(MAX_TEXT))
   .refine((m) => Object.keys(m).length <= MAX_METADATA_ENTRIES, 'too many metadata entries');
-const modeIndex = z.union([z.literal(0), z.literal(1), z.literal(2)]);
+const modeIndex = z.union([z.literal(0), z.literal(1), z.literal(2), z.literal(3)]);
 /** Unknown codes from a newer peer are kept readable as UNKNOWN rather than rejected. */
 const code = z.string().max(64).transform((c): ErrorCode => (isErrorCode(c) ? c : 'UNKNOWN'));
 const text = z.string().max(MAX_TEXT);
@@ -80,7 +84,7 @@ export function messageToTuple(message: WireMessage): EncodedMessage {
         PRIORITIES.indexOf(message.priority),
         message.metadata,
         message.body,
-        MODES.indexOf(message.mode) as 0 | 1 | 2,
+        MODES.indexOf(message.mode) as 0 | 1 | 2 | 3,
       ];
     case 'response':
       return [2, message.body];

@@ -11,7 +11,7 @@ describe('reach on loopback (no NAT)', () => {
     b.agent.handle('echo', (x: unknown) => x);
     const a = await reachableAgent(r);
     expect(a.nat.nat?.type).toBe('none');
-    expect(r.registry.get(b.agent.id)?.record.candidates[0]).toMatch(/^quic:\/\/127\.0\.0\.1:\d+$/);
+    expect((await r.registry.get(b.agent.id))?.record.candidates[0]).toMatch(/^quic:\/\/127\.0\.0\.1:\d+$/);
     const paths: string[] = [];
     a.nat.on('path', (e) => paths.push(e.path));
     expect(await a.agent.send(b.agent.id, 'echo', 'hi')).toBe('hi');
@@ -64,8 +64,8 @@ describe('reach on loopback (no NAT)', () => {
     await first.close();
     await sleep(400); // heartbeats fail while it is down
     const second = await rendezvous({ identity, port });
-    for (let i = 0; i < 40 && !second.registry.get(agent.id); i++) await sleep(50);
-    expect(second.registry.get(agent.id)?.record.agentId).toBe(agent.id);
+    for (let i = 0; i < 40 && !(await second.registry.get(agent.id)); i++) await sleep(50);
+    expect((await second.registry.get(agent.id))?.record.agentId).toBe(agent.id);
     expect(errors.length).toBeGreaterThan(0);
   });
 });

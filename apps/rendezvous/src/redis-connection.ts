@@ -17,12 +17,15 @@ export interface RedisConnection {
   close(): Promise<void>;
 }
 
+/** Bulk strings as Buffers: records and signatures are bytes. */
+const BUFFERS = { [RESP_TYPES.BLOB_STRING]: Buffer };
+
 function createRawClient(url: string) {
   return createClient({
     url,
     disableOfflineQueue: true,
     socket: { connectTimeout: 2000, reconnectStrategy: (retries: number) => Math.min(50 * 2 ** retries, 1000) },
-  }).withTypeMapping({ [RESP_TYPES.BLOB_STRING]: Buffer });
+  }).withTypeMapping(BUFFERS);
 }
 
 /** Connects to `url` (redis://host:port/db); rejects with UNAVAILABLE when the server does not answer in time. */
@@ -38,7 +41,7 @@ export async function connectRedis(url: string, onError: (error: Error) => void 
   }
   const command = async <T>(args: RedisArgument[]): Promise<T> => {
     try {
-      return (await client.sendCommand(args)) as T;
+      return (await client.sendCommand(args, { typeMapping: BUFFERS })) as T;
     } catch (error) {
       if (error instanceof AgentError) throw error;
       // Every failure of the store is the store's, not the caller's: agents retry at their next heartbeat.

@@ -29,6 +29,8 @@ export interface Rendezvous {
   httpPort: number | undefined;
   registry: RegistryStore;
   metrics: RendezvousMetrics;
+  /** The configuration it runs with (defaults filled in). */
+  config: RendezvousConfig;
   /** What /healthz answers: the store's state (`memory`, or Redis `up`/`down`) and this instance's load. */
   health(): Promise<RendezvousHealth>;
   close(): Promise<void>;
@@ -256,6 +258,7 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     httpPort,
     registry,
     metrics,
+    config,
     health,
     async close() {
       clearInterval(sweeper);

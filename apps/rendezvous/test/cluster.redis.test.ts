@@ -18,9 +18,10 @@ afterAll(async () => {
 afterEach(cleanup);
 
 /** Three instances sharing one Redis under a prefix of this test's own. */
-async function cluster(options: Parameters<typeof rendezvous>[0] = {}): Promise<Rendezvous[]> {
+async function cluster(options: Parameters<typeof rendezvous>[0] = {}): Promise<[Rendezvous, Rendezvous, Rendezvous]> {
   const redisPrefix = `c${randomUUID()}:`;
-  return Promise.all([1, 2, 3].map(() => rendezvous({ redisUrl: redis.url, redisPrefix, ...options })));
+  const start = (): Promise<Rendezvous> => rendezvous({ redisUrl: redis.url, redisPrefix, ...options });
+  return Promise.all([start(), start(), start()]);
 }
 
 /** An instance in its own process (the same command as in production), to be killed with SIGKILL. */
@@ -171,7 +172,7 @@ describe('three rendezvous instances sharing Redis', () => {
       ...overrides,
     });
     const signed = signRecord(me, record());
-    await client.send(instances[0]!.address, 'rdv.register', signed);
+    await client.send(instances[0].address, 'rdv.register', signed);
     const tampered = { record: Buffer.from(signed.record), signature: signed.signature };
     tampered.record[tampered.record.length - 3]! ^= 1;
     for (const r of instances) {
@@ -186,7 +187,7 @@ describe('three rendezvous instances sharing Redis', () => {
     const theirs = signRecord(attacker, { ...record({ seq: 99 }), agentId: attacker.id });
     const raw = await connectRedis(redis.url);
     try {
-      await raw.command(['HSET', `${await prefixOf(instances[0]!)}rec:${me.id}`, 'rec', Buffer.from(theirs.record), 'sig', Buffer.from(theirs.signature)]);
+      await raw.command(['HSET', `${await prefixOf(instances[0])}rec:${me.id}`, 'rec', Buffer.from(theirs.record), 'sig', Buffer.from(theirs.signature)]);
     } finally {
       await raw.close();
     }

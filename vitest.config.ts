@@ -22,6 +22,7 @@ class PlainSummaryReporter implements Reporter {
  * Suites with needs of their own, run by CI beside `pnpm test` (which any user runs on a fresh machine):
  * `pnpm test:natlab` needs root (network namespaces, nftables); `pnpm test:netlab` too (namespaces, TUN); `pnpm test:interop` runs foreign clients and tools
  * from Debian packages (curl, turnutils_stunclient, promtool), which its script installs when missing;
+ * `pnpm test:redis` the rendezvous' Redis store and clusters against Debian's redis-server (installed when missing);
  * `pnpm test:heavy` the runs of minutes.
  */
 export const SEPARATE_SUITES = {
@@ -29,6 +30,8 @@ export const SEPARATE_SUITES = {
   /** The kernel-level network lab (root: namespaces, TUN): traffic crosses the impairment as configured. */
   netlab: ['benchmarks/netlab/netlab.test.ts'],
   interop: ['packages/*/test/**/*.interop.test.ts', 'apps/*/test/**/*.interop.test.ts'],
+  /** Against a real Redis (Debian's redis-server, started by the tests on loopback): `pnpm test:redis`. */
+  redis: ['apps/*/test/**/*.redis.test.ts'],
   /** Runs of minutes (10,000 registrations, agentbench end to end): `pnpm test:heavy`. */
   heavy: ['apps/rendezvous/test/scale.test.ts', 'packages/agentbench/test/agentbench.test.ts'],
 };

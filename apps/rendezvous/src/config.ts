@@ -44,6 +44,13 @@ export interface RendezvousConfig {
   handshakeTimeoutMs: number;
   /** Only these agents may use the rendezvous (core's `allowPeers`); unset = any agent that proves its key. */
   allowAgents: readonly AgentId[] | undefined;
+  /**
+   * Valkey/Redis holding the registry, shared by every instance given the same URL and prefix (e.g.
+   * `redis://valkey:6379`); unset = the registry lives in this process' memory (one instance).
+   */
+  redisUrl: string | undefined;
+  /** Prefix of the keys in Valkey/Redis (default `agentlink:`): several clusters can share one server. */
+  redisPrefix: string;
 }
 
 export const DEFAULT_CONFIG: RendezvousConfig = {
@@ -70,6 +77,8 @@ export const DEFAULT_CONFIG: RendezvousConfig = {
   maxConnectionsPerIp: 1000, // = maxRegistrationsPerIp
   handshakeTimeoutMs: DEFAULT_LISTENER_LIMITS.handshakeTimeoutMs,
   allowAgents: undefined,
+  redisUrl: undefined,
+  redisPrefix: 'agentlink:',
 };
 
 const POSITIVE_INTEGERS = [
@@ -103,6 +112,16 @@ export function checkConfig(config: RendezvousConfig): void {
     if (!Number.isSafeInteger(value) || value <= 0) throw invalid(`${key} must be a positive integer, got ${String(value)}`);
   }
   resolveListenerLimits(listenerLimits(config));
+  if (config.redisUrl !== undefined) {
+    let protocol = '';
+    try {
+      protocol = new URL(config.redisUrl).protocol;
+    } catch {
+      // reported below
+    }
+    if (protocol !== 'redis:' && protocol !== 'rediss:') throw invalid(`redisUrl must be a redis:// or rediss:// URL, got "${config.redisUrl}"`);
+  }
+  if (typeof config.redisPrefix !== 'string' || config.redisPrefix.length > 64) throw invalid('redisPrefix must be a string of at most 64 characters');
   if (config.allowAgents !== undefined) {
     if (config.allowAgents.length === 0) throw invalid('allowAgents is empty: nobody could use the rendezvous');
     const bad = config.allowAgents.find((id) => !isAgentId(id));
@@ -137,6 +156,8 @@ export function configFrom(argv: string[], env: NodeJS.ProcessEnv): RendezvousCo
         'relay-bytes-per-second': { type: 'string' },
         'stun-requests-per-second': { type: 'string' },
         'allow-agents': { type: 'string' },
+        'redis-url': { type: 'string' },
+        'redis-prefix': { type: 'string' },
         help: { type: 'boolean' },
       },
     }));
@@ -146,11 +167,12 @@ export function configFrom(argv: string[], env: NodeJS.ProcessEnv): RendezvousCo
   if (values.help) {
     console.log(`agentlink-rendezvous [--host 0.0.0.0] [--port 4433] [--stun-ports 3478,3479] [--http-port 9090]
   [--public-host name] [--key-file rendezvous.key] [--max-registrations 100000] [--relay-bytes-per-second 8388608]
-  [--stun-requests-per-second 50] [--allow-agents agents.txt]
+  [--stun-requests-per-second 50] [--allow-agents agents.txt] [--redis-url redis://host:6379] [--redis-prefix agentlink:]
 Environment: RENDEZVOUS_HOST, RENDEZVOUS_PORT, RENDEZVOUS_STUN_PORTS, RENDEZVOUS_HTTP_PORT, RENDEZVOUS_PUBLIC_HOST,
   RENDEZVOUS_KEY_FILE, RENDEZVOUS_MAX_REGISTRATIONS, RENDEZVOUS_RELAY_BYTES_PER_SECOND,
-  RENDEZVOUS_STUN_REQUESTS_PER_SECOND, RENDEZVOUS_ALLOW_AGENTS
---allow-agents names a file of AgentIds, one a line (# comments); only those agents may use the rendezvous.`);
+  RENDEZVOUS_STUN_REQUESTS_PER_SECOND, RENDEZVOUS_ALLOW_AGENTS, RENDEZVOUS_REDIS_URL, RENDEZVOUS_REDIS_PREFIX
+--allow-agents names a file of AgentIds, one a line (# comments); only those agents may use the rendezvous.
+--redis-url keeps the registry in Valkey/Redis, shared by every instance with the same URL (default: in memory).`);
     process.exit(0);
   }
   const pick = (flag: keyof typeof values, name: string): { text: string; what: string } | undefined => {
@@ -188,6 +210,8 @@ Environment: RENDEZVOUS_HOST, RENDEZVOUS_PORT, RENDEZVOUS_STUN_PORTS, RENDEZVOUS
     relayBytesPerSecond: int('relay-bytes-per-second', 'RELAY_BYTES_PER_SECOND', DEFAULT_CONFIG.relayBytesPerSecond),
     stunRequestsPerSecondPerIp: int('stun-requests-per-second', 'STUN_REQUESTS_PER_SECOND', DEFAULT_CONFIG.stunRequestsPerSecondPerIp),
     allowAgents: allowFile === undefined ? undefined : readAllowList(allowFile.text),
+    redisUrl: pick('redis-url', 'REDIS_URL')?.text,
+    redisPrefix: pick('redis-prefix', 'REDIS_PREFIX')?.text ?? DEFAULT_CONFIG.redisPrefix,
   };
   checkConfig(config);
   return config;

@@ -1,8 +1,12 @@
 export { startRendezvous } from './rendezvous.js';
-export type { Rendezvous, RendezvousOptions } from './rendezvous.js';
+export type { Rendezvous, RendezvousHealth, RendezvousOptions } from './rendezvous.js';
 export { DEFAULT_CONFIG, configFrom } from './config.js';
 export type { RendezvousConfig } from './config.js';
 export { MemoryRegistry } from './registry.js';
-export type { RegistryStore, StoredRecord } from './registry.js';
+export type { PutOutcome, RegistryLimits, RegistryStore, StoredRecord } from './registry.js';
+export { RedisRegistry } from './redis-registry.js';
+export type { RedisRegistryOptions } from './redis-registry.js';
+export { connectRedis } from './redis-connection.js';
+export type { RedisConnection } from './redis-connection.js';
 export { jsonLogger } from './log.js';
 export type { Logger } from './log.js';

@@ -1,5 +1,7 @@
 import { CallMetrics, type PoolStatsSource } from '@agentlink/core';
+import type { ClusterBus } from './cluster-bus.js';
 import type { Relays } from './relay.js';
+import type { RendezvousHealth } from './rendezvous.js';
 import type { StunOutcome } from './stun-answer.js';
 
 /**
@@ -41,12 +43,30 @@ export class RendezvousMetrics {
     return this.stun.get(outcome) ?? 0;
   }
 
-  prometheus(registered: number, relays: Relays, agent?: PoolStatsSource): string {
+  prometheus(health: RendezvousHealth, relays: Relays, agent?: PoolStatsSource, bus?: ClusterBus): string {
     const lines: string[] = [];
     const family = (name: string, type: 'counter' | 'gauge', help: string, ...samples: string[]): void => {
       lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`, ...samples);
     };
-    family('rendezvous_registered_agents', 'gauge', 'Agents with a live record.', `rendezvous_registered_agents ${registered}`);
+    family(
+      'rendezvous_store_up',
+      'gauge',
+      'Whether this instance reaches its registry store (1; always 1 in memory, 0 while Valkey/Redis is unreachable).',
+      `rendezvous_store_up{store="${health.store}"} ${health.ok ? 1 : 0}`,
+    );
+    if (health.registered !== undefined) {
+      family('rendezvous_registered_agents', 'gauge', 'Agents with a live record (every instance\'s, when the store is shared).', `rendezvous_registered_agents ${health.registered}`);
+    }
+    if (bus) {
+      family('rendezvous_cluster_instances', 'gauge', 'Live instances sharing this store.', `rendezvous_cluster_instances ${health.instances ?? 0}`);
+      family(
+        'rendezvous_cluster_requests_total',
+        'counter',
+        'Punch requests passed between instances (sent to the instance holding the target, served for another).',
+        `rendezvous_cluster_requests_total{direction="sent"} ${bus.requestsSent}`,
+        `rendezvous_cluster_requests_total{direction="served"} ${bus.requestsServed}`,
+      );
+    }
     family(
       'rendezvous_registrations_total',
       'counter',
@@ -59,7 +79,7 @@ export class RendezvousMetrics {
     family(
       'rendezvous_rejected_total',
       'counter',
-      'Control requests and connections refused, by reason (forged, replayed, invalid, rate, per-ip, full, connections).',
+      'Control requests and connections refused, by reason (forged, replayed, invalid, rate, per-ip, full, connections; stored-forged: a record in the store that failed verification on read).',
       ...[...this.rejections].map(([reason, n]) => `rendezvous_rejected_total{reason="${reason}"} ${n}`),
     );
     family('rendezvous_relays_active', 'gauge', 'Relays open now.', `rendezvous_relays_active ${relays.count}`);

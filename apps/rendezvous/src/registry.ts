@@ -6,59 +6,95 @@ export interface StoredRecord {
   signed: SignedRecord;
   /** The IP that registered it (abuse limits). */
   ip: string;
+  /**
+   * The rendezvous instance that holds the agent's control channel (its AgentId): where punch requests and
+   * relays for this agent go when several instances share a store. Undefined in a store of one instance.
+   */
+  instance?: AgentId;
+}
+
+/** The limits a registration is checked against, atomically with storing it. */
+export interface RegistryLimits {
+  maxRegistrations: number;
+  maxRegistrationsPerIp: number;
 }
 
 /**
- * Where registrations live. In memory by default; the interface is what a shared store (e.g. Redis, for
- * several rendezvous instances) implements. Validation happens before `put`: stores only store.
+ * What `put` did: stored (a new agent, or a heartbeat of a known one), or refused because the sequence number
+ * is not newer than the stored record's (a replay), the registry is full, or the IP holds too many agents.
+ */
+export type PutOutcome =
+  | { stored: true; isNew: boolean }
+  | { stored: false; reason: 'replayed'; storedSeq: number }
+  | { stored: false; reason: 'full' | 'per-ip' };
+
+/**
+ * Where registrations live: in memory by default (`MemoryRegistry`), or in Valkey/Redis shared by several
+ * instances (`RedisRegistry`). Records are verified before `put`; `put` enforces the sequence number and the
+ * limits in one atomic step, so two instances cannot both accept a replay; `get` never returns an expired record.
+ * Every store passes the same conformance tests (test/store-conformance.ts).
  */
 export interface RegistryStore {
-  get(id: AgentId): StoredRecord | undefined;
-  put(entry: StoredRecord): void;
-  delete(id: AgentId): void;
-  readonly size: number;
-  /** Registrations held for `ip`. */
-  countByIp(ip: string): number;
+  get(id: AgentId): Promise<StoredRecord | undefined>;
+  put(entry: StoredRecord, limits: RegistryLimits, now?: number): Promise<PutOutcome>;
+  /** Live records (not expired at `now`). */
+  size(now?: number): Promise<number>;
+  /** Live registrations held for `ip`. */
+  countByIp(ip: string, now?: number): Promise<number>;
   /** Drops records expired at `now`; returns how many. */
-  sweep(now: number): number;
+  sweep(now: number): Promise<number>;
+  close(): Promise<void>;
 }
 
 export class MemoryRegistry implements RegistryStore {
   private readonly records = new Map<AgentId, StoredRecord>();
   private readonly perIp = new Map<string, number>();
 
-  get size(): number {
+  async get(id: AgentId): Promise<StoredRecord | undefined> {
+    return this.live(id, Date.now());
+  }
+
+  async put(entry: StoredRecord, limits: RegistryLimits, now = Date.now()): Promise<PutOutcome> {
+    // One thread: the check and the write below cannot interleave with another put.
+    const previous = this.live(entry.record.agentId, now);
+    if (previous && entry.record.seq <= previous.record.seq) return { stored: false, reason: 'replayed', storedSeq: previous.record.seq };
+    if (!previous) {
+      if (this.records.size >= limits.maxRegistrations) this.sweepNow(now);
+      if (this.records.size >= limits.maxRegistrations) return { stored: false, reason: 'full' };
+      if ((this.perIp.get(entry.ip) ?? 0) >= limits.maxRegistrationsPerIp) return { stored: false, reason: 'per-ip' };
+    } else this.uncount(previous.ip);
+    this.records.set(entry.record.agentId, entry);
+    this.perIp.set(entry.ip, (this.perIp.get(entry.ip) ?? 0) + 1);
+    return { stored: true, isNew: previous === undefined };
+  }
+
+  async size(): Promise<number> {
     return this.records.size;
   }
 
-  get(id: AgentId): StoredRecord | undefined {
+  async countByIp(ip: string): Promise<number> {
+    return this.perIp.get(ip) ?? 0;
+  }
+
+  async sweep(now: number): Promise<number> {
+    return this.sweepNow(now);
+  }
+
+  async close(): Promise<void> {
+    this.records.clear();
+    this.perIp.clear();
+  }
+
+  private live(id: AgentId, now: number): StoredRecord | undefined {
     const entry = this.records.get(id);
-    if (entry && entry.record.expiresAt <= Date.now()) {
+    if (entry && entry.record.expiresAt <= now) {
       this.delete(id);
       return undefined;
     }
     return entry;
   }
 
-  put(entry: StoredRecord): void {
-    const previous = this.records.get(entry.record.agentId);
-    if (previous) this.uncount(previous.ip);
-    this.records.set(entry.record.agentId, entry);
-    this.perIp.set(entry.ip, (this.perIp.get(entry.ip) ?? 0) + 1);
-  }
-
-  delete(id: AgentId): void {
-    const entry = this.records.get(id);
-    if (!entry) return;
-    this.records.delete(id);
-    this.uncount(entry.ip);
-  }
-
-  countByIp(ip: string): number {
-    return this.perIp.get(ip) ?? 0;
-  }
-
-  sweep(now: number): number {
+  private sweepNow(now: number): number {
     let dropped = 0;
     for (const [id, entry] of this.records) {
       if (entry.record.expiresAt <= now) {
@@ -67,6 +103,13 @@ export class MemoryRegistry implements RegistryStore {
       }
     }
     return dropped;
+  }
+
+  private delete(id: AgentId): void {
+    const entry = this.records.get(id);
+    if (!entry) return;
+    this.records.delete(id);
+    this.uncount(entry.ip);
   }
 
   private uncount(ip: string): void {

@@ -5,7 +5,10 @@ import { webSocket } from '@agentlink/ws';
 import { DEFAULT_CONFIG, checkConfig, listenerLimits, type RendezvousConfig } from './config.js';
 import { PerIpRate, ipOf } from './ip-limits.js';
 import { silentLogger, type Logger } from './log.js';
-import { MemoryRegistry, type RegistryStore } from './registry.js';
+import { ClusterBus, type ClusterRequest } from './cluster-bus.js';
+import { connectRedis, type RedisConnection } from './redis-connection.js';
+import { RedisRegistry } from './redis-registry.js';
+import { MemoryRegistry, type RegistryStore, type StoredRecord } from './registry.js';
 import { RendezvousMetrics } from './metrics.js';
 import { Relays } from './relay.js';
 import { startStunServer, type StunServer } from './stun-server.js';
@@ -26,7 +29,23 @@ export interface Rendezvous {
   httpPort: number | undefined;
   registry: RegistryStore;
   metrics: RendezvousMetrics;
+  /** The configuration it runs with (defaults filled in). */
+  config: RendezvousConfig;
+  /** What /healthz answers: the store's state (`memory`, or Redis `up`/`down`) and this instance's load. */
+  health(): Promise<RendezvousHealth>;
   close(): Promise<void>;
+}
+
+export interface RendezvousHealth {
+  ok: boolean;
+  store: 'memory' | 'redis';
+  /** Redis only: whether this instance reaches it now. */
+  redis?: 'up' | 'down';
+  /** Live records in the store (all instances' when shared); absent while the store is unreachable. */
+  registered?: number;
+  relays: number;
+  /** Redis only: live instances of the cluster. */
+  instances?: number;
 }
 
 const SWEEP_MS = 1000;
@@ -43,13 +62,24 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
   checkConfig(config);
   const log = options.log ?? silentLogger;
   const identity = options.identity ?? (config.keyFile ? await loadOrCreateIdentity(config.keyFile) : undefined);
-  const registry = options.registry ?? new MemoryRegistry();
   const metrics = new RendezvousMetrics();
+  const redis: RedisConnection | undefined =
+    options.registry === undefined && config.redisUrl !== undefined
+      ? await connectRedis(config.redisUrl, (error) => log('warn', 'redis', { error: error.message }))
+      : undefined;
+  const registry: RegistryStore =
+    options.registry ??
+    (redis
+      ? new RedisRegistry(redis, { prefix: config.redisPrefix, onForged: (agent, error) => (metrics.rejected('stored-forged'), log('warn', 'forged record in the store', { agent, error: error.message })) })
+      : new MemoryRegistry());
+  const limits = { maxRegistrations: config.maxRegistrations, maxRegistrationsPerIp: config.maxRegistrationsPerIp };
   const relays = new Relays(config, options.relayTap);
   const registrationRate = new PerIpRate(config.registrationsPerSecondPerIp);
   const requestRate = new PerIpRate(config.requestsPerSecondPerIp);
 
-  const agent = await createAgent({
+  let agent: Agent;
+  try {
+    agent = await createAgent({
     identity,
     // Core's listener limits, checked before TLS: connections in all and per IP, new ones per IP per second (refusals
     // are counted in agentlink_refusals_total), and the handshake bound.
@@ -59,7 +89,11 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     inboundInterceptors: [metrics.calls.inboundInterceptor],
     // The connection gate: with an allow list, any other agent's channel is refused with PERMISSION_DENIED.
     allowPeers: config.allowAgents,
-  });
+    });
+  } catch (error) {
+    await redis?.close();
+    throw error;
+  }
   const stunRate = new PerIpRate(config.stunRequestsPerSecondPerIp);
   const started = await Promise.allSettled(
     config.stunPorts.map((port) =>
@@ -71,6 +105,7 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     // A STUN port that cannot be bound (e.g. in use) stops the start without leaving the other ports open.
     await Promise.all(started.map((s) => (s.status === 'fulfilled' ? s.value.close() : undefined)));
     await agent.close();
+    await redis?.close();
     throw failed.reason;
   }
   const stun = started.map((s) => (s as PromiseFulfilledResult<StunServer>).value);
@@ -82,18 +117,28 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
   const limitRequests = (ctx: CallContext): void => {
     if (!requestRate.allow(ipOf(ctx.remoteAddress))) refuse('rate', new AgentError('RESOURCE_EXHAUSTED', 'too many requests from your address'));
   };
-  const lookup = (id: AgentId): SignedRecord => {
-    const entry = registry.get(id);
+  const lookup = async (id: AgentId): Promise<StoredRecord> => {
+    const entry = await registry.get(id);
     if (!entry) throw new AgentError('NOT_FOUND', `${id} is not registered`);
-    return entry.signed;
+    return entry;
   };
+  /** The instance holding `entry`'s control channel, when it is another one (several instances share the store). */
+  const elsewhere = (entry: StoredRecord): AgentId | undefined => (bus && entry.instance && entry.instance !== agent.id ? entry.instance : undefined);
+  const tellPunch = async (request: ClusterRequest): Promise<void> => {
+    const record: SignedRecord = { record: Buffer.from(request.record.record, 'base64'), signature: Buffer.from(request.record.signature, 'base64') };
+    await agent.send(request.target, 'nat.punch', { peer: request.peer, record }, { timeoutMs: 5000 });
+  };
+  const address = advertisedAddress(agent.addresses[0]!, config.publicHost);
+  const bus = redis ? new ClusterBus(redis, { id: agent.id, address }, tellPunch, config.redisPrefix) : undefined;
 
-  agent.handle('rdv.info', () => ({
+  agent.handle('rdv.info', async () => ({
     stun: stun.map((s) => ({ port: s.port, ...(config.publicHost ? { host: config.publicHost } : {}) })),
     relay: true,
+    // Every live instance of the cluster: an agent that knows one learns where to fail over.
+    ...(bus ? { instances: [...(await bus.instances()).values()] } : {}),
   }));
 
-  agent.handle('rdv.register', (signed: SignedRecord, ctx) => {
+  agent.handle('rdv.register', async (signed: SignedRecord, ctx) => {
     const ip = ipOf(ctx.remoteAddress);
     if (!registrationRate.allow(ip)) refuse('rate', new AgentError('RESOURCE_EXHAUSTED', 'too many registrations from your address'));
     let record;
@@ -106,40 +151,58 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     if (record.expiresAt > Date.now() + config.maxRecordTtlMs) {
       refuse('invalid', new AgentError('INVALID_ARGUMENT', `records live at most ${config.maxRecordTtlMs} ms`));
     }
-    const existing = registry.get(record.agentId);
-    if (existing && record.seq <= existing.record.seq) {
-      refuse('replayed', new AgentError('INVALID_ARGUMENT', `replayed record: sequence ${record.seq} is not newer than ${existing.record.seq}`));
+    // The store checks the sequence number and the limits atomically (one Lua script in Redis): two instances
+    // given the same record cannot both accept it.
+    const outcome = await registry.put({ record, signed, ip, ...(bus ? { instance: agent.id } : {}) }, limits);
+    if (!outcome.stored) {
+      if (outcome.reason === 'replayed') {
+        refuse('replayed', new AgentError('INVALID_ARGUMENT', `replayed record: sequence ${record.seq} is not newer than ${outcome.storedSeq}`));
+      }
+      if (outcome.reason === 'full') refuse('full', new AgentError('RESOURCE_EXHAUSTED', 'registry full'));
+      refuse('per-ip', new AgentError('RESOURCE_EXHAUSTED', 'too many agents registered from your address'));
     }
-    if (!existing) {
-      if (registry.size >= config.maxRegistrations) refuse('full', new AgentError('RESOURCE_EXHAUSTED', 'registry full'));
-      if (registry.countByIp(ip) >= config.maxRegistrationsPerIp) refuse('per-ip', new AgentError('RESOURCE_EXHAUSTED', 'too many agents registered from your address'));
-    }
-    registry.put({ record, signed, ip });
-    metrics.registered(existing === undefined);
-    if (!existing) log('info', 'registered', { agent: record.agentId, ip, nat: record.nat, candidates: record.candidates });
+    const isNew = outcome.stored && outcome.isNew;
+    metrics.registered(isNew);
+    if (isNew) log('info', 'registered', { agent: record.agentId, ip, nat: record.nat, candidates: record.candidates });
     return { expiresAt: record.expiresAt };
   });
 
-  agent.handle('rdv.lookup', ({ agentId }: { agentId: AgentId }, ctx) => {
+  agent.handle('rdv.lookup', async ({ agentId }: { agentId: AgentId }, ctx) => {
     limitRequests(ctx);
     metrics.lookups++;
-    return lookup(agentId);
+    return (await lookup(agentId)).signed;
+  });
+
+  // Where to open a relay to `target`: the instance holding its control channel (this one, or another of the cluster).
+  agent.handle('rdv.route', async ({ target }: { target: AgentId }, ctx) => {
+    limitRequests(ctx);
+    const other = elsewhere(await lookup(target));
+    if (!other) return { address };
+    const found = (await bus!.instances()).get(other);
+    if (!found) throw new AgentError('UNAVAILABLE', `${target}'s rendezvous instance is gone; it re-registers elsewhere at its next heartbeat`);
+    return { address: found };
   });
 
   // Both agents get the other's record at the same moment: the caller in the reply, the target in a command.
   agent.handle('rdv.punch', async ({ target }: { target: AgentId }, ctx) => {
     limitRequests(ctx);
-    const theirs = lookup(target);
-    const ours = lookup(ctx.peer);
+    const theirs = await lookup(target);
+    const ours = await lookup(ctx.peer);
     metrics.punches++;
-    await agent.send(target, 'nat.punch', { peer: ctx.peer, record: ours }, { timeoutMs: 5000 });
-    return theirs;
+    const other = elsewhere(theirs);
+    if (other) {
+      // The target's control channel is held by another instance: it tells the target (Redis pub/sub).
+      const record = { record: Buffer.from(ours.signed.record).toString('base64'), signature: Buffer.from(ours.signed.signature).toString('base64') };
+      await bus!.request(other, { kind: 'punch', target, peer: ctx.peer, record });
+    } else await agent.send(target, 'nat.punch', { peer: ctx.peer, record: ours.signed }, { timeoutMs: 5000 });
+    return theirs.signed;
   });
 
   agent.handleTunnel('rdv.relay', async ({ target }: { target: AgentId }, ctx) => {
     limitRequests(ctx);
-    lookup(ctx.peer);
-    lookup(target);
+    await lookup(ctx.peer);
+    // The caller asks rdv.route first: a relay is opened at the instance holding the target's control channel.
+    if (elsewhere(await lookup(target))) throw new AgentError('UNAVAILABLE', `${target} is connected to another rendezvous instance: ask rdv.route`);
     relays.admit(ctx.peer);
     const { stream: toTarget } = await agent.openTunnel(target, 'nat.relay', { from: ctx.peer }, { timeoutMs: 10_000 });
     log('info', 'relay opened', { from: ctx.peer, to: target });
@@ -147,20 +210,37 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
   });
 
   const sweeper = setInterval(() => {
-    const dropped = registry.sweep(Date.now());
-    if (dropped > 0) log('info', 'records expired', { dropped, registered: registry.size });
+    registry
+      .sweep(Date.now())
+      .then(async (dropped) => {
+        if (dropped > 0) log('info', 'records expired', { dropped, registered: await registry.size() });
+      })
+      .catch(() => undefined); // the store is away: /healthz says so, and the next sweep tries again
   }, SWEEP_MS);
   sweeper.unref();
+
+  const health = async (): Promise<RendezvousHealth> => {
+    const registered = await registry.size().catch(() => undefined);
+    if (!redis) return { ok: registered !== undefined, store: 'memory', ...(registered !== undefined ? { registered } : {}), relays: relays.count };
+    const instances = await bus!.instances().then((i) => i.size, () => undefined);
+    const up = redis.ready && registered !== undefined;
+    return { ok: up, store: 'redis', redis: up ? 'up' : 'down', ...(registered !== undefined ? { registered } : {}), relays: relays.count, ...(instances !== undefined ? { instances } : {}) };
+  };
 
   let http: Server | undefined;
   if (config.httpPort >= 0) {
     http = createServer((request, response) => {
       if (request.url === '/healthz') {
-        response.writeHead(200, { 'content-type': 'application/json' });
-        response.end(JSON.stringify({ ok: true, registered: registry.size, relays: relays.count }));
+        void health().then((state) => {
+          // 503 while the store is unreachable: a load balancer or orchestrator takes this instance out.
+          response.writeHead(state.ok ? 200 : 503, { 'content-type': 'application/json' });
+          response.end(JSON.stringify(state));
+        });
       } else if (request.url === '/metrics') {
-        response.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
-        response.end(metrics.prometheus(registry.size, relays, agent));
+        void health().then((state) => {
+          response.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
+          response.end(metrics.prometheus(state, relays, agent, bus));
+        });
       } else {
         response.writeHead(404).end();
       }
@@ -168,8 +248,8 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     await new Promise<void>((resolve) => http!.listen(config.httpPort, config.host, resolve));
   }
   const httpPort = http ? (http.address() as { port: number }).port : undefined;
-  const address = agent.addresses[0]!;
-  log('info', 'rendezvous started', { address, stunPorts: stun.map((s) => s.port), httpPort });
+  await bus?.start();
+  log('info', 'rendezvous started', { address, stunPorts: stun.map((s) => s.port), httpPort, store: redis ? 'redis' : 'memory' });
 
   return {
     agent,
@@ -178,15 +258,29 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     httpPort,
     registry,
     metrics,
+    config,
+    health,
     async close() {
       clearInterval(sweeper);
+      await bus?.close();
       await new Promise<void>((resolve) => (http ? http.close(() => resolve()) : resolve()));
       http?.closeAllConnections();
       await Promise.all(stun.map((s) => s.close()));
       await agent.close();
+      await registry.close();
+      await redis?.close();
       log('info', 'rendezvous stopped');
     },
   };
+}
+
+/** The address other instances and agents dial: the listening one, with `publicHost` when set (behind NAT or in a container). */
+function advertisedAddress(listening: string, publicHost: string | undefined): string {
+  if (!publicHost) return listening;
+  const at = listening.indexOf('@');
+  const url = new URL(listening.slice(at + 1));
+  url.hostname = publicHost;
+  return `${listening.slice(0, at)}@${url.toString()}`;
 }
 
 function definedOnly<T extends object>(options: T): Partial<T> {

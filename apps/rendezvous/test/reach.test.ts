@@ -11,7 +11,7 @@ describe('reach on loopback (no NAT)', () => {
     b.agent.handle('echo', (x: unknown) => x);
     const a = await reachableAgent(r);
     expect(a.nat.nat?.type).toBe('none');
-    expect(r.registry.get(b.agent.id)?.record.candidates[0]).toMatch(/^quic:\/\/127\.0\.0\.1:\d+$/);
+    expect((await r.registry.get(b.agent.id))?.record.candidates[0]).toMatch(/^quic:\/\/127\.0\.0\.1:\d+$/);
     const paths: string[] = [];
     a.nat.on('path', (e) => paths.push(e.path));
     expect(await a.agent.send(b.agent.id, 'echo', 'hi')).toBe('hi');
@@ -69,8 +69,28 @@ describe('reach on loopback (no NAT)', () => {
     await first.close();
     await failed; // a heartbeat failed while it is down
     const second = await rendezvous({ identity, port });
-    while (!second.registry.get(agent.id)) await sleep(50); // the next heartbeats register again (test timeout bounds it)
-    expect(second.registry.get(agent.id)?.record.agentId).toBe(agent.id);
+    while (!(await second.registry.get(agent.id))) await sleep(50); // the next heartbeats register again (test timeout bounds it)
+    expect((await second.registry.get(agent.id))?.record.agentId).toBe(agent.id);
     expect(errors.length).toBeGreaterThan(0);
+  });
+
+  it('fails over between rendezvous: registers with the first, moves to the next when it fails, and lookups try the others', async () => {
+    const [first, second] = [await rendezvous(), await rendezvous()];
+    const moving = await reachableAgent(first, { rendezvous: [first.address, second.address], heartbeatMs: 300 });
+    moving.agent.handle('echo', (x: unknown) => x);
+    expect(moving.nat.registeredWith).toBe(first.agent.id);
+    expect(await second.registry.get(moving.agent.id)).toBeUndefined();
+    await first.close();
+    for (let i = 0; i < 100 && moving.nat.registeredWith !== second.agent.id; i++) await sleep(25);
+    expect((await second.registry.get(moving.agent.id))?.record.agentId).toBe(moving.agent.id);
+    expect(moving.nat.registeredWith).toBe(second.agent.id);
+    // A caller configured with the dead one first finds the agent at the second.
+    const caller = await reachableAgent(second, { rendezvous: [first.address, second.address] });
+    expect(await caller.agent.send(moving.agent.id, 'echo', 'found')).toBe('found');
+  });
+
+  it('refuses a rendezvous option that is neither an address nor a non-empty list', async () => {
+    const r = await rendezvous();
+    await expect(reachableAgent(r, { rendezvous: [] })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
   });
 });

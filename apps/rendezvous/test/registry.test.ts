@@ -34,7 +34,7 @@ describe('rendezvous registry', () => {
     await client.send(r.address, 'rdv.register', signRecord(client.identity, recordOf(client.identity)));
     const other = await wsClient();
     const signed = await other.send<{ record: Uint8Array }>(r.address, 'rdv.lookup', { agentId: client.id });
-    expect(Buffer.from(signed.record)).toEqual(Buffer.from(signRecord(client.identity, recordOf(client.identity, { expiresAt: r.registry.get(client.id)!.record.expiresAt })).record));
+    expect(Buffer.from(signed.record)).toEqual(Buffer.from(signRecord(client.identity, recordOf(client.identity, { expiresAt: (await r.registry.get(client.id))!.record.expiresAt })).record));
     const missing = await failure(other.send(r.address, 'rdv.lookup', { agentId: Identity.generate().id }));
     expect(missing.code).toBe('NOT_FOUND');
   });
@@ -74,7 +74,7 @@ describe('rendezvous registry', () => {
     expect(garbage.code).toBe('INVALID_ARGUMENT');
 
     // The valid record is still the one served.
-    expect(r.registry.get(me.id)?.record.seq).toBe(10);
+    expect((await r.registry.get(me.id))?.record.seq).toBe(10);
     expect(r.metrics.rejectedCount('forged')).toBe(3);
     expect(r.metrics.rejectedCount('replayed')).toBe(2);
   });
@@ -94,7 +94,7 @@ describe('rendezvous registry', () => {
     expect(limited).toBeGreaterThan(200);
     const honest = await wsClient('127.0.0.1');
     await honest.send(r.address, 'rdv.register', signRecord(honest.identity, recordOf(honest.identity)));
-    expect(r.registry.get(honest.id)).toBeDefined();
+    expect(await r.registry.get(honest.id)).toBeDefined();
     expect(r.metrics.rejectedCount('rate')).toBe(limited);
   });
 
@@ -121,8 +121,8 @@ describe('rendezvous registry', () => {
     const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', script, r.address, '300'], { stdio: ['ignore', 'pipe', 'inherit'] });
     const [line] = (await once(child.stdout!, 'data')) as [Buffer];
     const { id } = JSON.parse(line.toString()) as { id: string };
-    while ((r.registry.get(id as never)?.record.seq ?? 0) === 0) await sleep(50); // a heartbeat renewed it
-    const before = r.registry.get(id as never)!.record;
+    while (((await r.registry.get(id as never))?.record.seq ?? 0) === 0) await sleep(50); // a heartbeat renewed it
+    const before = (await r.registry.get(id as never))!.record;
     expect(before.seq).toBeGreaterThan(0);
     child.kill('SIGKILL');
     const watcher = await wsClient();
@@ -131,7 +131,7 @@ describe('rendezvous registry', () => {
       if (!found) break;
       await sleep(50);
     }
-    const last = r.registry.get(id as never);
+    const last = await r.registry.get(id as never);
     expect(last).toBeUndefined();
     // Gone by its expiry (three heartbeats after the last renewal), not before it. How soon after is a matter
     // of the machine's load, not of correctness: no upper bound on the wall clock.
@@ -143,7 +143,7 @@ describe('rendezvous registry', () => {
     const client = await wsClient();
     await client.send(r.address, 'rdv.register', signRecord(client.identity, recordOf(client.identity)));
     const health = await fetch(`http://127.0.0.1:${r.httpPort}/healthz`);
-    expect(await health.json()).toMatchObject({ ok: true, registered: 1 });
+    expect(await health.json()).toMatchObject({ ok: true, store: 'memory', registered: 1 });
     const metrics = await (await fetch(`http://127.0.0.1:${r.httpPort}/metrics`)).text();
     expect(metrics).toContain('rendezvous_registered_agents 1');
     expect(metrics).toContain('rendezvous_registrations_total{kind="new"} 1');

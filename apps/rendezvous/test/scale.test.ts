@@ -54,7 +54,7 @@ describe('rendezvous at scale', () => {
     }
     const lookupMs = performance.now() - lookupStarted;
     expect(found).toBe(AGENTS);
-    expect(r.registry.size).toBe(AGENTS);
+    expect(await r.registry.size()).toBe(AGENTS);
     console.log(
       `rendezvous scale: ${AGENTS} registrations in ${(registerMs / 1000).toFixed(1)} s (${Math.round(AGENTS / (registerMs / 1000))}/s, each a new TLS connection), ` +
         `${AGENTS} lookups in ${(lookupMs / 1000).toFixed(2)} s (${Math.round(AGENTS / (lookupMs / 1000))}/s), ` +

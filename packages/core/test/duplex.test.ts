@@ -1,4 +1,4 @@
-import type { ListenContext } from '../src/index.js';
+import type { ListenContext } from '../src/transport.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AgentError, CallMetrics, createAgent, type Agent, type CallInfo, type Interceptor } from '../src/index.js';
 import { memoryTransport } from './memory-transport.js';

@@ -1,5 +1,12 @@
 export { Reach, reach } from './reach.js';
 export type { PathEvent, ReachOptions } from './reach.js';
+export type { Discovery, PunchCoordinator, RelayService } from './discovery.js';
+export { RendezvousClient } from './rendezvous-client.js';
+export { Puncher } from './punch.js';
+export type { PunchOptions, PunchRequest } from './punch.js';
+export { RelayPath } from './relay-path.js';
+export { PathStrategy } from './path-strategy.js';
+export type { PathKind, PathStrategyOptions } from './path-strategy.js';
 export { MAX_RECORD_BYTES, signRecord, verifyRecord } from './record.js';
 export type { NatType, PeerRecord, SignedRecord } from './record.js';
 export { discoverNat, localAddresses } from './nat-type.js';

@@ -1,0 +1,144 @@
+import { AgentError, parsePeerReference, toAgentError, type Agent, type AgentId } from '@agentlink/core';
+import type { ChannelStream } from '@agentlink/core/transport';
+import type { Discovery, PunchCoordinator, RelayService } from './discovery.js';
+import { verifyRecord, type PeerRecord, type SignedRecord } from './record.js';
+import type { HostPort } from './stun.js';
+
+interface RendezvousInfo {
+  stun: Array<{ host?: string; port: number }>;
+  /** A clustered rendezvous lists every live instance's address. */
+  instances?: string[];
+}
+
+/** Most rendezvous addresses an agent keeps (configured and learned from a cluster): a cluster cannot make it hold more. */
+const MAX_RENDEZVOUS = 16;
+
+/**
+ * The rendezvous as discovery backend, punch coordinator and relay, over the agent's control channel to it.
+ * Given several addresses (instances of one cluster, or independent rendezvous), it registers with one at a
+ * time and moves to the next when that one fails; lookups try every one before giving up. A cluster's instances
+ * are learned from `rdv.info`, so an agent configured with one address still fails over to the others.
+ */
+export class RendezvousClient implements Discovery, PunchCoordinator, RelayService {
+  private readonly addresses: string[] = [];
+  private readonly ids: AgentId[] = [];
+  private current = 0;
+  /** STUN servers of the instance we register with. */
+  stunServers: HostPort[] = [];
+
+  constructor(
+    private readonly agent: Agent,
+    references: readonly string[],
+  ) {
+    if (references.length === 0) throw new AgentError('INVALID_ARGUMENT', 'reach() needs at least one rendezvous address');
+    for (const reference of references) this.learn(reference);
+  }
+
+  /** The rendezvous we register with now. */
+  get currentId(): AgentId {
+    return this.ids[this.current]!;
+  }
+
+  get relayName(): string {
+    return this.host(this.current);
+  }
+
+  /** Only the rendezvous may send punch and relay commands. */
+  isRendezvous(id: AgentId): boolean {
+    return this.ids.includes(id);
+  }
+
+  /** Whether `id` is where a channel to the rendezvous goes (the pool must not ask reach() for it). */
+  get knownIds(): readonly AgentId[] {
+    return this.ids;
+  }
+
+  /** Asks for STUN servers (and a cluster's instances) and publishes the record, at the first instance that answers. */
+  async publishWith(sign: (stun: HostPort[]) => Promise<SignedRecord>): Promise<AgentId> {
+    return this.failover(async (index) => {
+      const id = this.ids[index]!;
+      const info = await this.agent.send<RendezvousInfo>(id, 'rdv.info', undefined, { timeoutMs: 5000 });
+      for (const address of info.instances ?? []) this.learn(address);
+      const servers = info.stun.map((s) => ({ host: s.host ?? this.host(index), port: s.port }));
+      const signed = await sign(servers);
+      await this.agent.send(id, 'rdv.register', signed, { timeoutMs: 5000 });
+      this.current = index;
+      this.stunServers = servers;
+      return id;
+    });
+  }
+
+  async publish(record: SignedRecord): Promise<void> {
+    await this.failover(async (index) => {
+      await this.agent.send(this.ids[index]!, 'rdv.register', record, { timeoutMs: 5000 });
+      this.current = index;
+    });
+  }
+
+  async resolve(peer: AgentId, signal?: AbortSignal): Promise<PeerRecord> {
+    const signed = await this.failover((index) => this.agent.send<SignedRecord>(this.ids[index]!, 'rdv.lookup', { agentId: peer }, { signal, timeoutMs: 5000 }), signal);
+    const record = verifyRecord(signed);
+    if (record.agentId !== peer) throw new AgentError('UNAUTHENTICATED', "the rendezvous answered with another agent's record");
+    return record;
+  }
+
+  requestPunch(peer: AgentId, signal: AbortSignal, timeoutMs: number): Promise<SignedRecord> {
+    return this.agent.send<SignedRecord>(this.currentId, 'rdv.punch', { target: peer }, { signal, timeoutMs });
+  }
+
+  /**
+   * A relay is opened at the instance holding the peer's control channel (`rdv.route` says which): the caller
+   * goes there rather than having instances splice bytes between them (one hop instead of two, and no
+   * instance-to-instance links; see docs/rendezvous.md).
+   */
+  async openRelay(peer: AgentId, signal: AbortSignal): Promise<ChannelStream> {
+    let via = this.currentId;
+    try {
+      const { address } = await this.agent.send<{ address: string }>(via, 'rdv.route', { target: peer }, { signal, timeoutMs: 5000 });
+      via = this.learn(address) ?? via;
+    } catch (error) {
+      // A rendezvous of one instance from before clusters has no rdv.route: it holds every control channel.
+      if (toAgentError(error).code !== 'NO_HANDLER') throw error;
+    }
+    const { stream } = await this.agent.openTunnel(via, 'rdv.relay', { target: peer }, { signal, timeoutMs: 10_000 });
+    return stream;
+  }
+
+  /** Runs `attempt` at the current instance, then at each other one; throws the last failure. */
+  private async failover<T>(attempt: (index: number) => Promise<T>, signal?: AbortSignal): Promise<T> {
+    let last: unknown;
+    const start = this.current;
+    for (let i = 0; i < this.ids.length; i++) {
+      const index = (start + i) % this.ids.length;
+      try {
+        return await attempt(index);
+      } catch (error) {
+        if (signal?.aborted) throw error;
+        last = error;
+      }
+    }
+    throw last;
+  }
+
+  /** Adds a rendezvous address (once, up to MAX_RENDEZVOUS); returns its AgentId. */
+  private learn(reference: string): AgentId | undefined {
+    let id: AgentId;
+    try {
+      id = parsePeerReference(reference).id;
+    } catch (error) {
+      throw new AgentError('INVALID_ARGUMENT', `rendezvous address "${reference}": ${(error as Error).message}`);
+    }
+    if (this.ids.includes(id)) return id;
+    if (this.ids.length >= MAX_RENDEZVOUS) return undefined;
+    this.agent.addPeer(reference);
+    this.ids.push(id);
+    this.addresses.push(reference);
+    return id;
+  }
+
+  private host(index: number): string {
+    const { url } = parsePeerReference(this.addresses[index]!);
+    // URL hostnames keep IPv6 literals in brackets; a socket address has none.
+    return url ? new URL(url).hostname.replace(/^\[|\]$/g, '') : '127.0.0.1';
+  }
+}

@@ -35,6 +35,8 @@ export type { AuthorizePeer, GateOptions } from './agent/connection-gate.js';
 export type { CallOptions } from './agent/outbound-call.js';
 export type { CallContext, DuplexHandler, StreamHandler, TunnelHandler, UnaryHandler } from './agent/handlers.js';
 export type { DuplexCall } from './agent/duplex.js';
+export { fromReadableStream, toReadableStream } from './agent/web-streams.js';
+export type { ToReadableStreamOptions } from './agent/web-streams.js';
 export { formatPeerAddress, parsePeerReference } from './agent/peer-address.js';
 export type { PeerReference } from './agent/peer-address.js';
 export { abortReason, raceSignal } from './util/abort.js';

@@ -36,6 +36,8 @@ export type { CallOptions } from './agent/outbound-call.js';
 export type { CallContext, DuplexHandler, StreamHandler, TunnelHandler, UnaryHandler } from './agent/handlers.js';
 export type { DuplexCall } from './agent/duplex.js';
 export { fromReadableStream, toReadableStream } from './agent/web-streams.js';
+export { fallback, parallel, race, raceStream } from './agent/compose.js';
+export type { ParallelOptions } from './agent/compose.js';
 export type { ToReadableStreamOptions } from './agent/web-streams.js';
 export { formatPeerAddress, parsePeerReference } from './agent/peer-address.js';
 export type { PeerReference } from './agent/peer-address.js';

@@ -44,6 +44,7 @@ export async function parallel<Out = unknown>(agent: Agent, peers: readonly stri
   }
   const { controller, unlink } = linkedController(callOptions.signal);
   const signal = controller.signal;
+  let running = peers.length;
   try {
     return await new Promise<Out[]>((resolve, reject) => {
       const answers: Out[] = mode === 'all' ? new Array<Out>(peers.length) : [];
@@ -52,11 +53,13 @@ export async function parallel<Out = unknown>(agent: Agent, peers: readonly stri
       peers.forEach((peer, index) => {
         agent.send<Out>(peer, method, body, { ...callOptions, signal }).then(
           (answer) => {
+            running--;
             if (mode === 'all') answers[index] = answer;
             else if (succeeded < needed) answers.push(answer);
             if (++succeeded === needed) resolve(answers);
           },
           (error: unknown) => {
+            running--;
             failed++;
             if (mode === 'all' || peers.length - failed < needed) reject(toAgentError(error, 'UNAVAILABLE'));
           },
@@ -64,7 +67,8 @@ export async function parallel<Out = unknown>(agent: Agent, peers: readonly stri
       });
     });
   } finally {
-    controller.abort(new AgentError('CANCELLED', `${method}: the composed call has its result`));
+    // Only calls still running need the cancel (an AgentError's stack is not free on the hot path).
+    if (running > 0) controller.abort(new AgentError('CANCELLED', `${method}: the composed call has its result`));
     unlink();
   }
 }
@@ -97,10 +101,18 @@ export async function fallback<Out = unknown>(agent: Agent, peers: readonly stri
 export async function race<Out = unknown>(agent: Agent, peers: readonly string[], method: string, body?: unknown, options: CallOptions = {}): Promise<Out> {
   needPeers(peers, 'race');
   const { controller, unlink } = linkedController(options.signal);
+  let running = peers.length;
+  const settled = (): void => void running--;
   try {
-    return await Promise.race(peers.map((peer) => agent.send<Out>(peer, method, body, { ...options, signal: controller.signal })));
+    return await Promise.race(
+      peers.map((peer) => {
+        const call = agent.send<Out>(peer, method, body, { ...options, signal: controller.signal });
+        call.then(settled, settled);
+        return call;
+      }),
+    );
   } finally {
-    controller.abort(new AgentError('CANCELLED', `${method}: another peer answered first`));
+    if (running > 0) controller.abort(new AgentError('CANCELLED', `${method}: another peer answered first`));
     unlink();
   }
 }

@@ -47,6 +47,9 @@ export default defineConfig({
     execArgv: ['--expose-gc'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
+    // The `source` condition above also reaches dependencies: eventsource-parser (under the AI SDK) publishes
+    // its TypeScript source under it, which node cannot load, so vite transforms it and the AI SDK that imports it.
+    server: { deps: { inline: ['eventsource-parser', /@ai-sdk\//, /node_modules\/ai\//] } },
     reporters: ['default', new PlainSummaryReporter()],
   },
 });

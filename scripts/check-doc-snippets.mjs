@@ -36,7 +36,13 @@ writeFileSync(
   join(out, 'tsconfig.json'),
   JSON.stringify({
     extends: '../../tsconfig.base.json',
-    compilerOptions: { noEmit: true, noUnusedLocals: false, baseUrl: '../..', paths: { '@agentlink/core/transport': ['packages/core/src/transport.ts'], '@agentlink/*': ['packages/*/src/index.ts', 'apps/*/src/index.ts'] } },
+    compilerOptions: { noEmit: true, noUnusedLocals: false, baseUrl: '../..', paths: {
+      '@agentlink/core/transport': ['packages/core/src/transport.ts'],
+      '@agentlink/*': ['packages/*/src/index.ts', 'apps/*/src/index.ts'],
+      // As in tsconfig.json: the declarations of a dependency that publishes TypeScript under `source`.
+      'eventsource-parser': ['node_modules/eventsource-parser/dist/index.d.ts'],
+      'eventsource-parser/stream': ['node_modules/eventsource-parser/dist/stream.d.ts'],
+    } },
     // Ambient declarations the packages ship beside their sources (types of untyped dependencies).
     include: ['*.ts', '../../packages/*/src/*.d.ts'],
   }),

@@ -23,7 +23,7 @@ function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
  * Waits until `count` stops moving (unchanged over 300 ms; a loaded machine may take a while to fill a window)
  * and returns where it stopped: the caller of a stalled side asserts the bound on it.
  */
-async function stalledAt(count: () => number): Promise<number> {
+export async function stalledAt(count: () => number): Promise<number> {
   for (let round = 0; round < 40; round++) {
     const before = count();
     await sleep(300);

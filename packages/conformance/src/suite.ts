@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { firstLine, spawnScript } from './child-process.js';
 import { describeFailureCases } from './failure-cases.js';
 import { installConformanceHandlers } from './handlers.js';
-import { runDuplexCases } from './duplex-cases.js';
+import { runDuplexCases, stalledAt } from './duplex-cases.js';
 import { loadFactory, type ConformanceTarget, type TransportFactory } from './target.js';
 
 /** Resolves with the AgentError a promise rejects with; fails the test if it resolves or throws anything else. */
@@ -243,13 +243,7 @@ export function runConformanceSuite(target: ConformanceTarget): void {
         const iterator = client.stream<Uint8Array>(address, 'firehose', { itemBytes })[Symbol.asyncIterator]();
         const first = await iterator.next();
         expect((first.value as Uint8Array).length).toBe(itemBytes);
-        // Stalled, not merely slow: wait until the producer stops advancing, however long a loaded machine takes
-        // to fill the windows (a fixed pause then an equality check failed when filling took longer), then bound it.
-        let last = -1;
-        while (produced !== last) {
-          last = produced;
-          await sleep(300);
-        }
+        await stalledAt(() => produced); // stalled, not merely slow (a loaded machine may take a while to fill the window)
         const bound = Math.ceil((target.maxStreamBufferBytes ?? 4 * 1024 * 1024) / itemBytes) + 4;
         expect(produced).toBeLessThanOrEqual(bound);
         for (let i = 0; i < 20; i++) await iterator.next(); // reading resumes the producer

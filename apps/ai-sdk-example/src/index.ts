@@ -1,0 +1,2 @@
+export { serveText } from './serve-text.js';
+export { mockModel } from './mock-model.js';

@@ -1,0 +1,72 @@
+import { AgentError, type Agent, type CallOptions, type DuplexCall } from '@agentlink/core';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { decodeMessage, encodeMessage } from './json-rpc.js';
+
+export const DEFAULT_MCP_METHOD = 'mcp';
+
+export interface McpClientTransportOptions extends CallOptions {
+  /** The method the server's `serveMcp` serves (default `mcp`). */
+  method?: string;
+}
+
+/**
+ * An MCP client transport over one agentlink duplex call: `new Client(...).connect(new AgentlinkClientTransport(
+ * agent, peer))` reaches an MCP server by AgentId on any channel (or through a NAT plugin). The session lives
+ * as long as the call: `close()` cancels it, and the server's end or failure closes the transport.
+ */
+export class AgentlinkClientTransport implements Transport {
+  onclose?: () => void;
+  onerror?: (error: Error) => void;
+  onmessage?: <T extends JSONRPCMessage>(message: T) => void;
+  private call: DuplexCall<string, string> | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly agent: Agent,
+    private readonly peer: string,
+    private readonly options: McpClientTransportOptions = {},
+  ) {}
+
+  async start(): Promise<void> {
+    if (this.call) throw new AgentError('INVALID_ARGUMENT', 'AgentlinkClientTransport already started');
+    const { method = DEFAULT_MCP_METHOD, ...callOptions } = this.options;
+    this.call = this.agent.duplex<string, string>(this.peer, method, callOptions);
+    void this.readReplies(this.call);
+  }
+
+  async send(message: JSONRPCMessage): Promise<void> {
+    if (!this.call || this.closed) throw new AgentError('CLOSED', 'the MCP transport is not open');
+    await this.call.send(encodeMessage(message));
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.call?.abort(new AgentError('CANCELLED', 'MCP client closed the session'));
+    this.finish();
+  }
+
+  private async readReplies(call: DuplexCall<string, string>): Promise<void> {
+    try {
+      for await (const item of call) {
+        let message: JSONRPCMessage;
+        try {
+          message = decodeMessage(item);
+        } catch (error) {
+          this.onerror?.(error as Error);
+          continue;
+        }
+        this.onmessage?.(message);
+      }
+    } catch (error) {
+      if (!this.closed) this.onerror?.(error as Error);
+    }
+    this.finish();
+  }
+
+  private finish(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.onclose?.();
+  }
+}

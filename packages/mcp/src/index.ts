@@ -1,0 +1,4 @@
+export { AgentlinkClientTransport, DEFAULT_MCP_METHOD } from './client-transport.js';
+export type { McpClientTransportOptions } from './client-transport.js';
+export { AgentlinkServerTransport, authInfoOf, serveMcp } from './server-transport.js';
+export type { McpServerLike, ServeMcpOptions } from './server-transport.js';

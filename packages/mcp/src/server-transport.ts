@@ -1,0 +1,127 @@
+import { AgentError, type Agent, type CallContext } from '@agentlink/core';
+import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
+import { DEFAULT_MCP_METHOD } from './client-transport.js';
+import { decodeMessage, encodeMessage } from './json-rpc.js';
+
+/** What the SDK's `Server` and `McpServer` both offer: connecting one transport. */
+export interface McpServerLike {
+  connect(transport: Transport): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface ServeMcpOptions {
+  /** The method to serve (default `mcp`). */
+  method?: string;
+}
+
+/**
+ * The caller's identity as MCP's `authInfo`: `clientId` is its AgentId, proven by the channel's mutual TLS
+ * (there is no bearer token: `token` is empty). Tool handlers read it as `extra.authInfo.clientId`.
+ */
+export function authInfoOf(context: CallContext): AuthInfo {
+  return { token: '', clientId: context.peer, scopes: [], extra: { agentId: context.peer, remoteAddress: context.remoteAddress } };
+}
+
+type Outgoing = { message: string; written(): void };
+
+/**
+ * An MCP server transport for one duplex call: messages from the caller reach `onmessage` with `authInfo`;
+ * `send` resolves once the message left within the stream's window (backpressure from a slow client).
+ */
+export class AgentlinkServerTransport implements Transport {
+  onclose?: () => void;
+  onerror?: (error: Error) => void;
+  onmessage?: <T extends JSONRPCMessage>(message: T, extra?: MessageExtraInfo) => void;
+  private readonly queue: Outgoing[] = [];
+  private wake: (() => void) | undefined;
+  private closed = false;
+  private readonly extra: MessageExtraInfo;
+
+  constructor(
+    private readonly incoming: AsyncIterable<string>,
+    context: CallContext,
+  ) {
+    this.extra = { authInfo: authInfoOf(context) };
+  }
+
+  async start(): Promise<void> {
+    void this.readRequests();
+  }
+
+  send(message: JSONRPCMessage): Promise<void> {
+    if (this.closed) return Promise.reject(new AgentError('CLOSED', 'the MCP session is closed'));
+    return new Promise((written) => {
+      this.queue.push({ message: encodeMessage(message), written });
+      this.wakeWriter();
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.wakeWriter();
+    this.onclose?.();
+  }
+
+  /** The duplex handler's output: each queued message, until the session closes. */
+  async *outgoing(): AsyncGenerator<string, void, undefined> {
+    try {
+      for (;;) {
+        const next = this.queue.shift();
+        if (next) {
+          yield next.message;
+          next.written(); // the generator resumes once the write took the message
+          continue;
+        }
+        if (this.closed) return;
+        await new Promise<void>((resolve) => (this.wake = resolve));
+      }
+    } finally {
+      await this.close(); // the call ended (caller cancelled, deadline, channel lost): the session is over
+    }
+  }
+
+  private wakeWriter(): void {
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
+  }
+
+  private async readRequests(): Promise<void> {
+    try {
+      for await (const item of this.incoming) {
+        let message: JSONRPCMessage;
+        try {
+          message = decodeMessage(item);
+        } catch (error) {
+          this.onerror?.(error as Error);
+          continue;
+        }
+        this.onmessage?.(message, this.extra);
+      }
+    } catch (error) {
+      if (!this.closed) this.onerror?.(error as Error);
+    }
+    await this.close(); // the client ended its side or cancelled
+  }
+}
+
+/**
+ * Serves MCP on `agent`: each duplex call to `method` is one MCP session, connected to a server made by
+ * `createServer` (an `McpServer` or `Server`, one per session, as the SDK requires). The caller's proven
+ * AgentId reaches every request handler as `extra.authInfo.clientId`.
+ */
+export function serveMcp(agent: Agent, createServer: (context: CallContext) => McpServerLike | Promise<McpServerLike>, options: ServeMcpOptions = {}): void {
+  agent.handleDuplex<string, string>(options.method ?? DEFAULT_MCP_METHOD, async function* (incoming, context) {
+    const transport = new AgentlinkServerTransport(incoming, context);
+    const server = await createServer(context);
+    await server.connect(transport);
+    try {
+      yield* transport.outgoing();
+    } finally {
+      await server.close().catch(() => undefined);
+    }
+  });
+}

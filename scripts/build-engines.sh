@@ -53,10 +53,11 @@ for target in "${targets[@]}"; do
   triple="${triples[$target]}"
   echo "==> $target ($triple)"
   started=$SECONDS
-  # --output-dir keeps napi's generated index.d.ts out of the package (our loader is src/native.ts); a target
-  # directory of its own keeps cross builds from waiting on (or for) cargo's lock of the host build.
+  # --output-dir keeps napi's generated index.d.ts out of the package (our loader is src/native.ts). The target
+  # directory is the host build's (native/target/<triple>/ per target): a host build started meanwhile waits for
+  # cargo's lock, as in any cargo project. CARGO_TARGET_DIR gives cross builds a directory of their own.
   (cd "$quic" && pnpm exec napi build --platform --release --cross-compile --target "$triple" \
-    --manifest-path native/Cargo.toml --target-dir native/target/cross --output-dir "$out/$target" --no-js)
+    --manifest-path native/Cargo.toml --output-dir "$out/$target" --no-js)
   cp "$out/$target/agentlink-quic.$target.node" "$quic/npm/$target/"
   echo "    $target built in $((SECONDS - started)) s -> packages/quic/npm/$target/agentlink-quic.$target.node"
 done

@@ -35,7 +35,7 @@ venv="$tools/zig-venv"
 if ! command -v zig >/dev/null 2>&1 || ! command -v cargo-zigbuild >/dev/null 2>&1; then
   if [[ ! -x "$venv/bin/cargo-zigbuild" || ! -x "$venv/bin/zig" ]]; then
     echo "==> installing zig and cargo-zigbuild from PyPI into $venv"
-    python3 -m venv "$venv"
+    python3 -m venv "$venv" || { apt-get install -y -qq python3-venv >/dev/null && python3 -m venv "$venv"; }
     "$venv/bin/pip" install --quiet --disable-pip-version-check 'ziglang==0.17.0' 'cargo-zigbuild==0.24.0'
     # napi build -x looks for `zig` on PATH; the wheel ships it as a Python module.
     printf '#!/bin/sh\nexec "%s" -m ziglang "$@"\n' "$venv/bin/python3" >"$venv/bin/zig"
@@ -53,7 +53,9 @@ for target in "${targets[@]}"; do
   triple="${triples[$target]}"
   echo "==> $target ($triple)"
   started=$SECONDS
-  # --output-dir keeps napi's generated index.js/index.d.ts out of the package (our loader is src/native.ts).
+  # --output-dir keeps napi's generated index.d.ts out of the package (our loader is src/native.ts). The target
+  # directory is the host build's (native/target/<triple>/ per target): a host build started meanwhile waits for
+  # cargo's lock, as in any cargo project. CARGO_TARGET_DIR gives cross builds a directory of their own.
   (cd "$quic" && pnpm exec napi build --platform --release --cross-compile --target "$triple" \
     --manifest-path native/Cargo.toml --output-dir "$out/$target" --no-js)
   cp "$out/$target/agentlink-quic.$target.node" "$quic/npm/$target/"

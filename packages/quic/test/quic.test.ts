@@ -26,10 +26,11 @@ async function agent(options: Parameters<typeof quic>[0] = { port: 0 }): Promise
 }
 
 describe('QUIC channel specifics', () => {
-  it('the engine loads from the platform package', () => {
+  it('the engine loads: the local build in a clone, else the platform package (the release workflow removes the local one)', () => {
     const native = loadNative();
     expect(native.ok).toBe(true);
     if (native.ok) expect(native.binding.engineVersion()).toMatch(/quinn/);
+    if (native.ok) expect(native.from).toMatch(/agentlink-quic\.[a-z0-9]+-[a-z0-9]+(-(gnu|musl|msvc))?\.node$/);
   });
 
   it('congestion is validated when the transport is made: only bbr, cubic or newreno', () => {

@@ -118,9 +118,10 @@ async function client(lab: Lab, addresses: ServerAddresses, jobs: Job[]): Promis
 /** Raw kernel TCP, congestion control set on the socket (iperf3 -C), a→b for `seconds`: Mbit/s received. */
 async function iperf(lab: Lab, congestion: string, parallel: number): Promise<number> {
   const server = lab.spawn(lab.b, 'iperf3', ['-s', '-1', '--forceflush', '-B', lab.addressB]);
+  const exited = once(server, 'exit'); // it exits as the test ends, maybe before we look
   await once(server.stdout!, 'data'); // "Server listening"
   const { stdout } = await lab.exec(lab.a, 'iperf3', ['-c', lab.addressB, '-t', String(seconds), '-C', congestion, '-P', String(parallel), '-J']);
-  await once(server, 'exit');
+  await exited;
   const report = JSON.parse(stdout) as { end: { sum_received: { bits_per_second: number } } };
   const mbit = report.end.sum_received.bits_per_second / 1e6;
   console.error(`tcp ${congestion} ${parallel}: ${mbit.toFixed(1)} Mbit/s`);
@@ -141,13 +142,14 @@ async function fairness(): Promise<void> {
         for (const congestion of ['bbr', 'cubic']) {
           const server = await startServer(lab, congestion);
           const tcpServer = lab.spawn(lab.b, 'iperf3', ['-s', '-1', '--forceflush', '-B', lab.addressB]);
+          const tcpServerExited = once(tcpServer, 'exit'); // it exits as the test ends, maybe before we look
           await once(tcpServer.stdout!, 'data');
           const [quicResult, tcpReport] = await Promise.all([
             client(lab, server.addresses, [{ kind: 'bulk', channel: 'quic', streams: 1, seconds }]),
             // TCP flows b→a like the QUIC download (-R: the iperf3 server in b sends), with cubic on its socket.
             lab.exec(lab.a, 'iperf3', ['-c', lab.addressB, '-t', String(seconds), '-C', 'cubic', '-R', '-J']),
           ]);
-          await once(tcpServer, 'exit');
+          await tcpServerExited;
           await server.close();
           const tcp = (JSON.parse(tcpReport.stdout) as { end: { sum_received: { bits_per_second: number } } }).end.sum_received.bits_per_second / 1e6;
           const quicMbit = quicResult[0]!.kind === 'bulk' ? quicResult[0]!.mbitPerSecond : Number.NaN;

@@ -110,7 +110,7 @@ async function startServer(lab: Lab, congestion: string): Promise<{ addresses: S
 
 async function client(lab: Lab, addresses: ServerAddresses, jobs: Job[]): Promise<JobResult[]> {
   const { stdout } = await lab.exec(lab.a, process.execPath, [...node(here('./client.ts')), JSON.stringify({ addresses, jobs })]);
-  const out = stdout.trim().split('\n').map((line) => JSON.parse(line) as JobResult);
+  const out = stdout.trim().split('\n').map((line) => JSON.parse(line) as JobResult | { event: string }).filter((r): r is JobResult => 'kind' in r);
   for (const r of out) console.error(JSON.stringify(r));
   return out;
 }
@@ -133,7 +133,7 @@ async function iperf(lab: Lab, congestion: string, parallel: number): Promise<nu
  * `seconds`; what each gets, QUIC with BBR and with Cubic, every repeat.
  */
 async function fairness(): Promise<void> {
-  const rows: string[] = ['| path | QUIC controller | QUIC Mbit/s | TCP cubic Mbit/s (same link, same time) |', '|---|---|---|---|'];
+  const rows: string[] = ['| path | QUIC controller | QUIC Mbit/s (its whole run) | TCP cubic Mbit/s (inside the QUIC run) |', '|---|---|---|---|'];
   for (let repeat = 0; repeat < repeats; repeat++) {
     for (const path of paths) {
       const lab = await startLab(path, forwarder);
@@ -144,11 +144,24 @@ async function fairness(): Promise<void> {
           const tcpServer = lab.spawn(lab.b, 'iperf3', ['-s', '-1', '--forceflush', '-B', lab.addressB]);
           const tcpServerExited = once(tcpServer, 'exit'); // it exits as the test ends, maybe before we look
           await once(tcpServer.stdout!, 'data');
-          const [quicResult, tcpReport] = await Promise.all([
-            client(lab, server.addresses, [{ kind: 'bulk', channel: 'quic', streams: 1, seconds }]),
-            // TCP flows b→a like the QUIC download (-R: the iperf3 server in b sends), with cubic on its socket.
-            lab.exec(lab.a, 'iperf3', ['-c', lab.addressB, '-t', String(seconds), '-C', 'cubic', '-R', '-J']),
-          ]);
+          // The QUIC download starts first; the TCP flow starts as it says it is measuring and ends a second before
+          // it, so both share the link for the whole TCP run (figures over the overlap only).
+          const quicClient = lab.spawn(lab.a, process.execPath, [...node(here('./client.ts')), JSON.stringify({ addresses: server.addresses, jobs: [{ kind: 'bulk', channel: 'quic', streams: 1, seconds }] })]);
+          const lines = (async function* () {
+            let buffered = '';
+            for await (const data of quicClient.stdout!) {
+              buffered += (data as Buffer).toString();
+              for (let at = buffered.indexOf('\n'); at >= 0; at = buffered.indexOf('\n')) {
+                yield JSON.parse(buffered.slice(0, at)) as JobResult | { event: string };
+                buffered = buffered.slice(at + 1);
+              }
+            }
+          })();
+          await lines.next(); // {"event":"measuring"}
+          // TCP flows b→a like the QUIC download (-R: the iperf3 server in b sends), with cubic on its socket.
+          const tcpReport = await lab.exec(lab.a, 'iperf3', ['-c', lab.addressB, '-t', String(seconds - 1), '-C', 'cubic', '-R', '-J']);
+          const quicResult: JobResult[] = [];
+          for await (const line of lines) if ('kind' in line) quicResult.push(line);
           await tcpServerExited;
           await server.close();
           const tcp = (JSON.parse(tcpReport.stdout) as { end: { sum_received: { bits_per_second: number } } }).end.sum_received.bits_per_second / 1e6;

@@ -1,7 +1,7 @@
 /**
  * The measuring side of a lab run, started inside namespace `a` by run.ts: agentlink agents (as applications
  * use them) calling agentbench's server in namespace `b` across the impaired path. Reads jobs as JSON from argv,
- * prints one JSON result per line.
+ * prints one JSON result per line (and `{"event":"measuring"}` as each bulk download starts).
  *   bulk:  `streams` concurrent downloads on one channel for `seconds`: aggregate Mbit/s.
  *   burst: `streams` concurrent streams of `tokens` 16-byte tokens each, as fast as the server yields: p50/p95
  *          of each stream's time from request to last token, over `rounds` rounds.
@@ -43,6 +43,7 @@ async function withAgent<T>(transport: Transport, use: (agent: Agent) => Promise
 async function bulk(address: string, transport: Transport, streams: number, seconds: number): Promise<number> {
   return withAgent(transport, async (agent) => {
     await agent.ping(address, { timeoutMs: 30_000 }); // the channel is up before the clock starts
+    process.stdout.write(`${JSON.stringify({ event: 'measuring' })}\n`); // run.ts --fairness starts its TCP flow now
     let bytes = 0;
     const stop = new AbortController();
     const timer = setTimeout(() => stop.abort(), seconds * 1000);

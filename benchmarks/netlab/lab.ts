@@ -39,7 +39,11 @@ export interface Lab {
   readonly b: string;
   readonly addressA: string;
   readonly addressB: string;
-  /** Sets the TCP congestion control of both namespaces (Linux keeps it per namespace). */
+  /**
+   * Sets the TCP congestion control of both hosts' connections to each other, as a route attribute (`congctl`):
+   * the per-namespace sysctl refuses algorithms outside the machine-wide allowed list (EPERM for cubic here,
+   * where that list is "reno bbr"), a route does not. Node cannot set it per socket.
+   */
   setTcpCongestion(name: 'cubic' | 'bbr' | 'reno'): Promise<void>;
   /** Runs a command inside a namespace. */
   exec(ns: string, command: string, args: string[], timeoutMs?: number): Promise<{ stdout: string; stderr: string }>;
@@ -100,7 +104,8 @@ export async function startLab(path: PathSpec, forwarderBinary?: string): Promis
       a, b, addressA, addressB, exec,
       spawn: (ns, command, args) => spawn('ip', ['netns', 'exec', ns, command, ...args], { stdio: ['pipe', 'pipe', 'inherit'] }),
       async setTcpCongestion(name) {
-        for (const ns of [a, b]) await exec(ns, 'sysctl', ['-q', '-w', `net.ipv4.tcp_congestion_control=${name}`]);
+        await ip('-n', a, 'route', 'replace', addressB, 'dev', 'lab0', 'congctl', name);
+        await ip('-n', b, 'route', 'replace', addressA, 'dev', 'lab0', 'congctl', name);
       },
       async close() {
         const exited = once(fwd, 'exit');

@@ -59,4 +59,16 @@ describe('network lab (40 ms one-way, 1% loss, 100 Mbit/s)', () => {
       server.kill();
     }
   }, 150_000);
+
+  it('jitters without reordering: packets sent 5 ms apart with ±10 ms of jitter still arrive in order', async () => {
+    const lab = await startLab({ delayMs: 20, jitterMs: 10, lossPercent: 0, rateMbit: 100 });
+    labs.push(lab);
+    const { stdout } = await lab.exec(lab.a, 'ping', ['-n', '-c', '100', '-i', '0.005', lab.addressB]);
+    const sequence = [...stdout.matchAll(/icmp_seq=(\d+)/g)].map((m) => Number(m[1]));
+    const rtts = [...stdout.matchAll(/time=([\d.]+) ms/g)].map((m) => Number(m[1]));
+    expect(sequence).toHaveLength(100);
+    expect(sequence).toEqual([...sequence].sort((a, b) => a - b)); // no reply overtook an earlier one
+    expect(Math.min(...rtts)).toBeGreaterThanOrEqual(20); // 40 ms ± 2 × 10 ms
+    expect(Math.max(...rtts) - Math.min(...rtts)).toBeGreaterThan(5); // the delay varies
+  });
 });

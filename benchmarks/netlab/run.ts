@@ -28,6 +28,10 @@ const { values } = parseArgs({
     json: { type: 'string' },
     'no-burst': { type: 'boolean', default: false },
     'no-tcp': { type: 'boolean', default: false },
+    /** Instead of the matrix: one QUIC stream (BBR, then Cubic) sharing the link with one iperf3 TCP flow (cubic). */
+    fairness: { type: 'boolean', default: false },
+    /** Instead of the matrix: agentbench's userspace impairment proxy (a model, no root) on the same paths, for the gap. */
+    'proxy-model': { type: 'boolean', default: false },
   },
 });
 const repeats = Number(values.repeats);
@@ -52,6 +56,14 @@ const node = (script: string): string[] => [...process.execArgv.filter((a) => !a
 type Samples = Record<string, number[]>;
 const results: Record<string, { rtt: number[]; samples: Samples }> = {};
 const forwarder = await buildForwarder();
+if (values.fairness) {
+  await fairness();
+  process.exit(0);
+}
+if (values['proxy-model']) {
+  await proxyModel();
+  process.exit(0);
+}
 
 for (let repeat = 0; repeat < repeats; repeat++) {
   for (const path of paths) {
@@ -98,7 +110,7 @@ async function startServer(lab: Lab, congestion: string): Promise<{ addresses: S
 
 async function client(lab: Lab, addresses: ServerAddresses, jobs: Job[]): Promise<JobResult[]> {
   const { stdout } = await lab.exec(lab.a, process.execPath, [...node(here('./client.ts')), JSON.stringify({ addresses, jobs })]);
-  const out = stdout.trim().split('\n').map((line) => JSON.parse(line) as JobResult);
+  const out = stdout.trim().split('\n').map((line) => JSON.parse(line) as JobResult | { event: string }).filter((r): r is JobResult => 'kind' in r);
   for (const r of out) console.error(JSON.stringify(r));
   return out;
 }
@@ -106,13 +118,96 @@ async function client(lab: Lab, addresses: ServerAddresses, jobs: Job[]): Promis
 /** Raw kernel TCP, congestion control set on the socket (iperf3 -C), a→b for `seconds`: Mbit/s received. */
 async function iperf(lab: Lab, congestion: string, parallel: number): Promise<number> {
   const server = lab.spawn(lab.b, 'iperf3', ['-s', '-1', '--forceflush', '-B', lab.addressB]);
+  const exited = once(server, 'exit'); // it exits as the test ends, maybe before we look
   await once(server.stdout!, 'data'); // "Server listening"
   const { stdout } = await lab.exec(lab.a, 'iperf3', ['-c', lab.addressB, '-t', String(seconds), '-C', congestion, '-P', String(parallel), '-J']);
-  await once(server, 'exit');
+  await exited;
   const report = JSON.parse(stdout) as { end: { sum_received: { bits_per_second: number } } };
   const mbit = report.end.sum_received.bits_per_second / 1e6;
   console.error(`tcp ${congestion} ${parallel}: ${mbit.toFixed(1)} Mbit/s`);
   return mbit;
+}
+
+/**
+ * Fairness: one QUIC stream and one kernel TCP flow (cubic, the common host default) share each path at once, for
+ * `seconds`; what each gets, QUIC with BBR and with Cubic, every repeat.
+ */
+async function fairness(): Promise<void> {
+  const rows: string[] = ['| path | QUIC controller | QUIC Mbit/s (its whole run) | TCP cubic Mbit/s (inside the QUIC run) |', '|---|---|---|---|'];
+  for (let repeat = 0; repeat < repeats; repeat++) {
+    for (const path of paths) {
+      const lab = await startLab(path, forwarder);
+      try {
+        await lab.setTcpCongestion('cubic'); // the TCP flow is cubic whichever side sets its socket
+        for (const congestion of ['bbr', 'cubic']) {
+          const server = await startServer(lab, congestion);
+          const tcpServer = lab.spawn(lab.b, 'iperf3', ['-s', '-1', '--forceflush', '-B', lab.addressB]);
+          const tcpServerExited = once(tcpServer, 'exit'); // it exits as the test ends, maybe before we look
+          await once(tcpServer.stdout!, 'data');
+          // The QUIC download starts first; the TCP flow starts as it says it is measuring and ends a second before
+          // it, so both share the link for the whole TCP run (figures over the overlap only).
+          const quicClient = lab.spawn(lab.a, process.execPath, [...node(here('./client.ts')), JSON.stringify({ addresses: server.addresses, jobs: [{ kind: 'bulk', channel: 'quic', streams: 1, seconds }] })]);
+          const lines = (async function* () {
+            let buffered = '';
+            for await (const data of quicClient.stdout!) {
+              buffered += (data as Buffer).toString();
+              for (let at = buffered.indexOf('\n'); at >= 0; at = buffered.indexOf('\n')) {
+                yield JSON.parse(buffered.slice(0, at)) as JobResult | { event: string };
+                buffered = buffered.slice(at + 1);
+              }
+            }
+          })();
+          await lines.next(); // {"event":"measuring"}
+          // TCP flows b→a like the QUIC download (-R: the iperf3 server in b sends), with cubic on its socket.
+          const tcpReport = await lab.exec(lab.a, 'iperf3', ['-c', lab.addressB, '-t', String(seconds - 1), '-C', 'cubic', '-R', '-J']);
+          const quicResult: JobResult[] = [];
+          for await (const line of lines) if ('kind' in line) quicResult.push(line);
+          await tcpServerExited;
+          await server.close();
+          const tcp = (JSON.parse(tcpReport.stdout) as { end: { sum_received: { bits_per_second: number } } }).end.sum_received.bits_per_second / 1e6;
+          const quicMbit = quicResult[0]!.kind === 'bulk' ? quicResult[0]!.mbitPerSecond : Number.NaN;
+          rows.push(`| ${path.delayMs} ms / ${path.lossPercent}% | ${congestion} | ${quicMbit.toFixed(1)} | ${tcp.toFixed(1)} |`);
+          console.error(rows.at(-1));
+        }
+      } finally {
+        await lab.close();
+      }
+    }
+  }
+  console.log(rows.join('\n'));
+}
+
+/** agentbench's impaired scenario (userspace proxy on loopback: real UDP loss, modelled TCP) on the same paths. */
+async function proxyModel(): Promise<void> {
+  const { measureImpaired } = await import('../../packages/agentbench/src/impaired.js');
+  const { http2 } = await import('@agentlink/http2');
+  const { quic } = await import('@agentlink/quic');
+  const { webSocket } = await import('@agentlink/ws');
+  const child = (await import('node:child_process')).spawn(process.execPath, [...node(here('../../packages/agentbench/src/peer-process.ts')), '127.0.0.1'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const [line] = (await once(child.stdout!, 'data')) as [Buffer];
+  const addresses = JSON.parse(line.toString()) as ServerAddresses;
+  const kinds = [
+    { name: 'quic', address: addresses.agentlinkQuic!, transport: () => quic() },
+    { name: 'http2', address: addresses.agentlinkHttp2, transport: () => http2() },
+    { name: 'ws', address: addresses.agentlinkWs, transport: () => webSocket() },
+  ];
+  const rows = ['| path | streams | ' + kinds.map((k) => `${k.name} Mbit/s`).join(' | ') + ' |', `|${'---|'.repeat(kinds.length + 2)}`];
+  for (let repeat = 0; repeat < repeats; repeat++) {
+    for (const path of paths) {
+      for (const streams of streamCounts) {
+        const figures: string[] = [];
+        for (const kind of kinds) {
+          const r = await measureImpaired(kind.name, kind.address, kind.transport, { delayMs: path.delayMs, jitterMs: 0, lossPercent: path.lossPercent }, streams, seconds);
+          figures.push(((r.bytes * 8) / 1e6 / seconds).toFixed(1));
+        }
+        rows.push(`| ${path.delayMs} ms / ${path.lossPercent}% | ${streams} | ${figures.join(' | ')} |`);
+        console.error(rows.at(-1));
+      }
+    }
+  }
+  child.stdin!.end();
+  await once(child, 'exit');
+  console.log(rows.join('\n'));
 }
 
 // The report: median of the repeats, and their range.

@@ -1,11 +1,11 @@
 import { AgentError, type Transport } from '../src/index.js';
-import { MuxedChannel, type Channel, type ListenContext } from '../src/transport.js';
+import { MuxedChannel, type Channel, type ListenContext, type MuxOptions } from '../src/transport.js';
 
 /**
  * An in-process transport for core's own tests: two MuxedChannels joined by an asynchronous in-memory pipe.
  * Real channels are tested by the conformance suite; this one lets core test the Agent without a socket.
  */
-export function memoryTransport(network: Map<string, ListenContext>, name?: string): Transport & { dials: number } {
+export function memoryTransport(network: Map<string, ListenContext>, name?: string, mux?: MuxOptions): Transport & { dials: number } {
   const transport = {
     kind: 'memory',
     protocols: ['memory:'],
@@ -24,6 +24,7 @@ export function memoryTransport(network: Map<string, ListenContext>, name?: stri
       if (listener.identity.id !== context.expectedPeer) throw new AgentError('UNAUTHENTICATED', 'wrong key');
       const link = (role: 'dialer' | 'listener', peer: typeof context.expectedPeer, onStream: ListenContext['onStream'], other: () => MuxedChannel) =>
         new MuxedChannel({
+          ...(role === 'dialer' ? mux : {}), // the dialler's mux options (its receive window)
           kind: 'memory',
           peer,
           remoteAddress: address.href,

@@ -5,7 +5,7 @@
 // destinations) are mapped into a temporary directory; `chown <user>` maps the image's user to one that exists
 // here (nobody when root, else the current user); RUN lines run with cargo off PATH.
 import { execFileSync, spawn } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createServer, createConnection } from 'node:net';
 import { createSocket } from 'node:dgram';
 import { tmpdir, userInfo } from 'node:os';
@@ -15,6 +15,7 @@ const started = Date.now();
 const dockerfile = process.argv[2];
 const context = process.cwd();
 const root = mkdtempSync(join(tmpdir(), 'agentlink-image-'));
+chmodSync(root, 0o755); // an image's root is readable by its users (mkdtemp made it 0700)
 const lines = readFileSync(dockerfile, 'utf8')
   .replace(/\\\n/g, ' ')
   .split('\n')
@@ -38,7 +39,9 @@ const mapPaths = (text) => text.replace(rootsPattern, (path) => join(root, path)
 const isRoot = process.getuid?.() === 0;
 const serviceUser = isRoot ? { name: 'nobody', uid: 65534, gid: 65534 } : { name: userInfo().username, uid: process.getuid(), gid: process.getgid() };
 const pathWithoutCargo = process.env.PATH.split(delimiter).filter((dir) => !existsSync(join(dir, 'cargo'))).join(delimiter);
-const env = { PATH: pathWithoutCargo, HOME: process.env.HOME ?? root };
+// The host's environment carries what reaching the npm registry needs here (proxy, npm config), as a build's
+// network settings would; PATH loses cargo.
+const env = { ...process.env, PATH: pathWithoutCargo };
 let workdir = '/';
 let user;
 let entrypoint = [];

@@ -19,7 +19,7 @@ export type { AgentOptions, AgentStats, PathInfo } from './agent/agent.js';
 export type { AgentPlugin } from './agent/plugin.js';
 export type { AuthorizePeer, GateOptions } from './agent/connection-gate.js';
 export type { CallOptions } from './agent/outbound-call.js';
-export type { CallContext, StreamHandler, TunnelHandler, UnaryHandler } from './agent/handlers.js';
+export type { CallContext, StreamHandler, TunnelAcceptance, TunnelHandler, UnaryHandler } from './agent/handlers.js';
 export { formatPeerAddress, parsePeerReference } from './agent/peer-address.js';
 export type { PeerReference } from './agent/peer-address.js';
 export { composeInterceptors, tapHandler } from './agent/interceptor.js';

@@ -102,6 +102,8 @@ async function main() {
   writeFileSync(join(verdaccioDir, 'package.json'), JSON.stringify({ private: true, dependencies: { verdaccio: VERDACCIO.version }, overrides: VERDACCIO.overrides }));
   const verdaccioInstalled = runAsync('npm', ['install', '--no-audit', '--no-fund', '--ignore-scripts'], { cwd: verdaccioDir });
   verdaccioInstalled.catch(() => undefined);
+  // Every manifest carries its license, repository, description, keywords, README and LICENSE copy.
+  console.log(run('node', [join(root, 'scripts/package-meta.mjs'), '--check']).trim());
   step('packing');
   const tarballs = join(work, 'tarballs');
   const { tarballs: packed, engineTargets } = packAll(tarballs);

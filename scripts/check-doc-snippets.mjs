@@ -3,8 +3,10 @@
 // write them (strict, ESM, top-level await). Each block is its own module. A block may rely on names the text
 // around it introduces: declare them in an HTML comment right before the block, invisible when rendered:
 //   <!-- snippet-context: declare const myModel: { stream(p: string, o: { signal: AbortSignal }): AsyncIterable<string> }; -->
+// A self-contained block marked `<!-- snippet: run -->` (right before it, or before its snippet-context) is also
+// run, from the workspace's sources, and must exit 0 within 60 s: such blocks listen on port 0 and close what they open.
 // Usage: node scripts/check-doc-snippets.mjs   (exit 1 with tsc's errors, mapped to the markdown lines)
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,6 +18,7 @@ const sources = ['README.md', ...readdirSync(join(root, 'docs')).filter((f) => f
 rmSync(out, { recursive: true, force: true });
 mkdirSync(out, { recursive: true });
 const origins = new Map(); // snippet file -> { source, line } of the block's first line
+const runnable = []; // [snippet file, block text] of the blocks marked to run
 for (const source of sources) {
   const lines = readFileSync(join(root, source), 'utf8').split('\n');
   for (let i = 0; i < lines.length; i++) {
@@ -28,6 +31,8 @@ for (const source of sources) {
     // The context goes on the first line, so line numbers of the block stay those of the markdown.
     writeFileSync(join(out, name), `${context} export {};\n${lines.slice(start, end).join('\n')}\n`);
     origins.set(name, { source, line: start });
+    const marks = [lines[i - 1], lines[i - 2]].map((line) => line?.trim());
+    if (marks.includes('<!-- snippet: run -->')) runnable.push([name, lines.slice(start, end).join('\n')]);
     i = end;
   }
 }
@@ -62,3 +67,22 @@ try {
   console.error(`\ndoc snippets: TypeScript blocks in ${relative(root, join(root, 'docs'))} or README.md do not type-check`);
   process.exit(1);
 }
+
+// Run the marked blocks from a package that depends on every channel, so @agentlink/* resolve to the workspace.
+const runDir = join(root, 'packages/integration/.doc-snippets');
+rmSync(runDir, { recursive: true, force: true });
+mkdirSync(runDir, { recursive: true });
+let failed = 0;
+for (const [name, text] of runnable) {
+  const file = join(runDir, name);
+  writeFileSync(file, `${text}\n`);
+  const { source, line } = origins.get(name);
+  const result = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', file], { cwd: root, encoding: 'utf8', timeout: 60_000 });
+  if (result.status !== 0) {
+    failed++;
+    console.error(`${source}:${line}: the block marked to run ${result.error ? `did not end (${result.error.message})` : `exited with ${result.status}`}\n${result.stdout}${result.stderr}`);
+  }
+}
+rmSync(runDir, { recursive: true, force: true });
+if (failed > 0) process.exit(1);
+console.log(`doc snippets: ${runnable.length} self-contained blocks run`);

@@ -6,7 +6,7 @@
 //        node scripts/package-meta.mjs --check  exit 1 if a manifest or LICENSE copy is out of date
 import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const REPOSITORY = 'git+https://github.com/agentlink/agentlink.git';
@@ -35,27 +35,31 @@ function expected(dir, manifest) {
   return next;
 }
 
-const check = process.argv.includes('--check');
-const stale = [];
-for (const dir of PUBLISHED) {
-  const file = join(root, dir, 'package.json');
-  const text = readFileSync(file, 'utf8');
-  const manifest = JSON.parse(text);
-  const next = `${JSON.stringify(expected(dir, manifest), null, 2)}\n`;
-  for (const field of ['description', 'keywords']) if (!manifest[field] || manifest[field].length === 0) stale.push(`${dir}: no ${field}`);
-  if (!existsSync(join(root, dir, 'README.md'))) stale.push(`${dir}: no README.md`);
-  const license = join(root, dir, 'LICENSE');
-  const licenseCurrent = existsSync(license) && readFileSync(license, 'utf8') === readFileSync(join(root, 'LICENSE'), 'utf8');
-  if (check) {
-    if (next !== text) stale.push(`${dir}/package.json: run node scripts/package-meta.mjs`);
-    if (!licenseCurrent) stale.push(`${dir}/LICENSE: differs from the root LICENSE`);
-  } else {
-    if (next !== text) writeFileSync(file, next);
-    if (!licenseCurrent) copyFileSync(join(root, 'LICENSE'), license);
+/** Rewrites (or with `check`, verifies) the manifests and LICENSE copies; exits 1 on a difference. */
+function main(check) {
+  const stale = [];
+  for (const dir of PUBLISHED) {
+    const file = join(root, dir, 'package.json');
+    const text = readFileSync(file, 'utf8');
+    const manifest = JSON.parse(text);
+    const next = `${JSON.stringify(expected(dir, manifest), null, 2)}\n`;
+    for (const field of ['description', 'keywords']) if (!manifest[field] || manifest[field].length === 0) stale.push(`${dir}: no ${field}`);
+    if (!existsSync(join(root, dir, 'README.md'))) stale.push(`${dir}: no README.md`);
+    const license = join(root, dir, 'LICENSE');
+    const licenseCurrent = existsSync(license) && readFileSync(license, 'utf8') === readFileSync(join(root, 'LICENSE'), 'utf8');
+    if (check) {
+      if (next !== text) stale.push(`${dir}/package.json: run node scripts/package-meta.mjs`);
+      if (!licenseCurrent) stale.push(`${dir}/LICENSE: differs from the root LICENSE`);
+    } else {
+      if (next !== text) writeFileSync(file, next);
+      if (!licenseCurrent) copyFileSync(join(root, 'LICENSE'), license);
+    }
   }
+  if (stale.length > 0) {
+    console.error(stale.join('\n'));
+    process.exit(1);
+  }
+  console.log(`package metadata: ${PUBLISHED.length} packages ${check ? 'up to date' : 'written'}`);
 }
-if (stale.length > 0) {
-  console.error(stale.join('\n'));
-  process.exit(1);
-}
-console.log(`package metadata: ${PUBLISHED.length} packages ${check ? 'up to date' : 'written'}`);
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) main(process.argv.includes('--check'));

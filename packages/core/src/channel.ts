@@ -34,6 +34,7 @@ export interface ChannelStream {
   setPriority?(priority: Priority): void;
 }
 
+/** Options for {@link Channel.openStream}. */
 export interface OpenStreamOptions {
   priority?: Priority;
   signal?: AbortSignal;
@@ -42,6 +43,7 @@ export interface OpenStreamOptions {
 /** How a channel reaches its peer: straight to a listening address, through a punched NAT, or via a relay. */
 export type ChannelPath = 'direct' | 'punched' | 'relay';
 
+/** An authenticated connection to one peer, carrying bidirectional {@link ChannelStream}s. */
 export interface Channel {
   readonly kind: ChannelKind;
   /** Set by whoever made the channel when it is not a plain direct one (NAT traversal); direct when absent. */
@@ -55,6 +57,7 @@ export interface Channel {
   readonly activeStreams: number;
   /** Streams the peer lets us have open at once, when the transport knows it (HTTP/2 SETTINGS); the pool keeps below it. */
   readonly streamLimit?: number;
+  /** Opens a stream to the peer; rejects with an AgentError when the channel is closed or refuses more streams. */
   openStream(options?: OpenStreamOptions): Promise<ChannelStream>;
   /** Closes the channel; every open stream fails with `reason` (CLOSED when omitted). */
   close(reason?: AgentError): Promise<void>;
@@ -85,9 +88,11 @@ export interface DialContext extends TransportContext {
   signal: AbortSignal;
 }
 
+/** What {@link Transport.listen} returns: the addresses it serves and a way to stop. */
 export interface Listener {
   /** Dialable URLs, e.g. `wss://127.0.0.1:4433/agentlink`. */
   readonly addresses: readonly string[];
+  /** Stops accepting; channels already accepted stay open until closed. */
   close(): Promise<void>;
 }
 
@@ -98,6 +103,7 @@ export interface Transport {
   readonly protocols: readonly string[];
   /** Starts accepting channels; a transport configured without a listen address may return no addresses. */
   listen(context: ListenContext): Promise<Listener>;
+  /** Connects to `address` and authenticates the peer; rejects with an AgentError (UNAVAILABLE, UNAUTHENTICATED, DEADLINE_EXCEEDED, CANCELLED). */
   dial(address: URL, context: DialContext): Promise<Channel>;
   /** Releases what the transport holds beyond its listener and channels (e.g. a QUIC endpoint's socket). */
   close?(): Promise<void>;

@@ -22,6 +22,7 @@ export const ERROR_CODES = {
   PERMISSION_DENIED: 14,
 } as const;
 
+/** The stable code of every {@link AgentError}, the same on every channel. */
 export type ErrorCode = keyof typeof ERROR_CODES;
 
 const CODE_BY_NUMBER = new Map<number, ErrorCode>(
@@ -31,6 +32,7 @@ const CODE_BY_NUMBER = new Map<number, ErrorCode>(
 /** Codes a caller may retry (on another channel or later) without knowing whether the handler ran. */
 const RETRYABLE: ReadonlySet<ErrorCode> = new Set(['UNAVAILABLE', 'RESOURCE_EXHAUSTED', 'CLOSED']);
 
+/** The one error type agentlink raises: a stable `code` (see {@link ERROR_CODES}) and a message. `retryable` tells whether the call may be retried without knowing if the handler ran. */
 export class AgentError extends Error {
   override readonly name = 'AgentError';
   /** True when the error was raised by the peer and carried over the wire. */
@@ -56,14 +58,17 @@ export class AgentError extends Error {
   }
 }
 
+/** Whether `value` is one of the {@link ErrorCode}s. */
 export function isErrorCode(value: unknown): value is ErrorCode {
   return typeof value === 'string' && Object.hasOwn(ERROR_CODES, value);
 }
 
+/** The integer a transport carries for `code` (QUIC and HTTP/2 reset codes). */
 export function errorCodeToNumber(code: ErrorCode): number {
   return ERROR_CODES[code];
 }
 
+/** The code of an integer read from the wire; an unknown number gives `UNKNOWN` rather than throwing. */
 export function errorCodeFromNumber(n: number): ErrorCode {
   return CODE_BY_NUMBER.get(n) ?? 'UNKNOWN';
 }

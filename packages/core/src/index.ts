@@ -19,7 +19,7 @@ export type { AgentOptions, AgentStats, PathInfo } from './agent/agent.js';
 export type { AgentPlugin } from './agent/plugin.js';
 export type { AuthorizePeer, GateOptions } from './agent/connection-gate.js';
 export type { CallOptions } from './agent/outbound-call.js';
-export type { CallContext, DuplexHandler, StreamHandler, TunnelHandler, UnaryHandler } from './agent/handlers.js';
+export type { CallContext, DuplexHandler, StreamHandler, TunnelAcceptance, TunnelHandler, UnaryHandler } from './agent/handlers.js';
 export type { DuplexCall } from './agent/duplex.js';
 export { fromReadableStream, toReadableStream } from './agent/web-streams.js';
 export { fallback, parallel, race, raceStream } from './agent/compose.js';

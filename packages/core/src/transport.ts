@@ -28,10 +28,11 @@ export { DEFAULT_MAX_FRAME_SIZE, FRAME_HEADER_BYTES, decodePayload, encodeFrame 
 export { FrameDecoder } from './wire/frame-decoder.js';
 export { MessageType } from './wire/messages.js';
 export type { WireMessage } from './wire/messages.js';
+export type { DecodeLimits } from './wire/msgpack-shape.js';
 export { abortReason } from './util/abort.js';
 export { ChunkQueue } from './util/chunk-queue.js';
 export { ConnectionAdmission, DEFAULT_LISTENER_LIMITS, resolveListenerLimits } from './listener/listener-limits.js';
-export type { AdmissionRefusal, ListenerLimits } from './listener/listener-limits.js';
+export type { AdmissionRefusal, AdmissionTicket, ListenerLimits } from './listener/listener-limits.js';
 export { refusalKey } from './listener/refusal.js';
 export type { Refusal, RefusalStage } from './listener/refusal.js';
 export { TlsListenerGuard, addressOf } from './listener/tls-listener-guard.js';

@@ -34,6 +34,7 @@ export interface AgentStats extends PoolStats {
   refusals: Record<string, number>;
 }
 
+/** Options of {@link createAgent}: its identity, channels, limits, interceptors and plugins. */
 export interface AgentOptions extends PoolLimits {
   /** The agent's key; a new one is generated when omitted (see loadOrCreateIdentity to persist it). */
   identity?: Identity;

@@ -8,6 +8,7 @@ import { nonNegativeInteger, positiveInteger } from '../util/options.js';
 import { PRIORITIES, type Priority } from '../wire/messages.js';
 import type { PeerDialer } from './peer-dialer.js';
 
+/** Limits of the channel pool: channels per peer, concurrent calls per channel, idle time, queue sizes. */
 export interface PoolLimits {
   /** Calls one channel carries at once before the pool opens another or queues (default 128). */
   maxCallsPerChannel?: number;
@@ -32,6 +33,7 @@ export interface ChannelPoolOptions extends PoolLimits {
   ping(channel: Channel, timeoutMs: number): Promise<number>;
 }
 
+/** One pooled channel as {@link Agent.stats} reports it. */
 export interface ChannelStats {
   peer: AgentId;
   kind: string;
@@ -41,6 +43,7 @@ export interface ChannelStats {
   rttMs: number | undefined;
 }
 
+/** The pool as {@link Agent.stats} reports it: channels, calls in flight, calls queued. */
 export interface PoolStats {
   channels: ChannelStats[];
   channelsByKind: Record<string, number>;

@@ -6,6 +6,7 @@ import type { Refusal } from '../listener/refusal.js';
 /** Decides once per channel whether its authenticated peer may call this agent. Throwing counts as no. */
 export type AuthorizePeer = (peer: AgentId, remoteAddress: string) => boolean | Promise<boolean>;
 
+/** Which peers an agent accepts channels from: an allow list or an `authorizePeer` callback. */
 export interface GateOptions {
   /** Asked once per channel, before any stream of it is served. */
   authorizePeer?: AuthorizePeer;

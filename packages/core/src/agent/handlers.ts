@@ -20,7 +20,9 @@ export interface CallContext {
   readonly metadata: Readonly<Record<string, string>>;
 }
 
+/** Serves a unary call: returns (or resolves) the reply body; a thrown error reaches the caller as an AgentError. */
 export type UnaryHandler<In = any, Out = unknown> = (body: In, context: CallContext) => Out | Promise<Out>;
+/** Serves a streaming call: yields the items; the caller's slowness pauses the iteration (backpressure). */
 export type StreamHandler<In = any, Out = unknown> = (body: In, context: CallContext) => AsyncIterable<Out>;
 /**
  * Serves a duplex call: `incoming` yields the caller's items until its `end()` (and throws the call's abort
@@ -35,7 +37,15 @@ export type DuplexHandler<In = any, Out = unknown> = (incoming: AsyncIterable<In
 export type TunnelHandler<In = any> = (
   body: In,
   context: CallContext,
-) => Promise<{ accept?: unknown; onOpen(stream: ChannelStream): void }> | { accept?: unknown; onOpen(stream: ChannelStream): void };
+) => Promise<TunnelAcceptance> | TunnelAcceptance;
+
+/** What a {@link TunnelHandler} returns to accept a tunnel. */
+export interface TunnelAcceptance {
+  /** The body sent to the caller before the bytes start. */
+  accept?: unknown;
+  /** Receives the tunnel's byte stream once it is open. */
+  onOpen(stream: ChannelStream): void;
+}
 
 export type HandlerEntry =
   | { kind: 'unary'; handler: UnaryHandler }

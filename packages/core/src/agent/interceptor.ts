@@ -36,6 +36,7 @@ export interface CallInfo {
 
 /** Handed to `onStart` of each attempt: cancels that attempt only (a retry may follow). */
 export interface CallControl {
+  /** Cancels this attempt with `reason`. */
   abort(reason: AgentError): void;
 }
 
@@ -45,11 +46,15 @@ export interface CallControl {
  * Returning a promise from `onItem` holds the next item until it settles: that is the backpressure.
  */
 export interface CallHandler {
+  /** Called once when the call starts, with the means to abort it. */
   onStart?(control: CallControl): void;
+  /** The reply of a unary call. */
   onResponse?(body: unknown): void;
   /** `size`: the item's encoded bytes, when known (the caller's read-ahead is bounded by it). */
   onItem?(item: unknown, size?: number): void | Promise<void>;
+  /** The call completed (after the reply or the last item). */
   onEnd(): void;
+  /** The call failed; no other callback follows. */
   onError(error: AgentError): void;
 }
 
@@ -67,7 +72,9 @@ export function composeInterceptors(interceptors: readonly Interceptor[], termin
   return interceptors.reduceRight<Dispatch>((next, interceptor) => interceptor(next), terminal);
 }
 
+/** Callbacks {@link tapHandler} calls before passing each event on. */
 export type HandlerTaps = Partial<Pick<CallHandler, 'onStart' | 'onResponse' | 'onEnd' | 'onError'>> & {
+  /** Each stream item, with its encoded size when known. */
   onItem?(item: unknown, size?: number): void;
 };
 

@@ -7,6 +7,7 @@ import { deadlineTimer } from '../util/timer.js';
 import type { CallMode, Priority } from '../wire/messages.js';
 import type { CallControl, CallInfo } from './interceptor.js';
 
+/** Options of one call ({@link Agent.send}, {@link Agent.stream}): deadline, cancellation, priority. */
 export interface CallOptions {
   /** Aborting it cancels the call on both sides (the remote handler's `ctx.signal` aborts too). */
   signal?: AbortSignal;

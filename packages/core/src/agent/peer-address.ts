@@ -10,6 +10,7 @@ export interface PeerReference {
   url: URL | undefined;
 }
 
+/** Splits `<AgentId>@<url>` (or a bare AgentId) into its parts; an INVALID_ARGUMENT AgentError otherwise. */
 export function parsePeerReference(text: string): PeerReference {
   const at = text.indexOf('@');
   if (at < 0) return { id: parseAgentId(text), url: undefined };
@@ -23,6 +24,7 @@ export function parsePeerReference(text: string): PeerReference {
   return { id, url };
 }
 
+/** The address `<AgentId>@<url>` other agents dial. */
 export function formatPeerAddress(id: AgentId, url: string): string {
   return `${id}@${url}`;
 }

@@ -11,6 +11,7 @@ function cancelReason(reason: unknown): AgentError {
   return new AgentError('CANCELLED', reason === undefined ? 'the readable stream was cancelled' : String(reason));
 }
 
+/** Options of {@link toReadableStream}. */
 export interface ToReadableStreamOptions {
   /**
    * Aborted with the cancel reason (as an AgentError) when the readable stream is cancelled: pass its signal to

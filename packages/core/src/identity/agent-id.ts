@@ -8,10 +8,12 @@ export type AgentId = string & { readonly __brand: 'AgentId' };
 
 const ALPHABET = 'abcdefghijklmnopqrstuvwxyz234567';
 const PUBLIC_KEY_BYTES = 32;
+/** Length in characters of an {@link AgentId} (base32 of a 32-byte Ed25519 public key). */
 export const AGENT_ID_LENGTH = Math.ceil((PUBLIC_KEY_BYTES * 8) / 5);
 
 const VALUE_OF = new Map<string, number>([...ALPHABET].map((ch, i) => [ch, i]));
 
+/** The {@link AgentId} of a raw 32-byte Ed25519 public key. */
 export function agentIdFromPublicKey(raw: Uint8Array): AgentId {
   if (raw.length !== PUBLIC_KEY_BYTES) {
     throw new AgentError('INVALID_ARGUMENT', `an Ed25519 public key has ${PUBLIC_KEY_BYTES} bytes, got ${raw.length}`);
@@ -31,6 +33,7 @@ export function agentIdFromPublicKey(raw: Uint8Array): AgentId {
   return out as AgentId;
 }
 
+/** The raw 32-byte Ed25519 public key an {@link AgentId} names; throws an INVALID_ARGUMENT AgentError for text that is not one. */
 export function publicKeyFromAgentId(id: string): Uint8Array {
   const text = id.toLowerCase();
   if (text.length !== AGENT_ID_LENGTH) {
@@ -60,6 +63,7 @@ export function parseAgentId(text: string): AgentId {
   return agentIdFromPublicKey(publicKeyFromAgentId(text));
 }
 
+/** Whether `text` is a well-formed {@link AgentId}. */
 export function isAgentId(text: unknown): text is AgentId {
   if (typeof text !== 'string') return false;
   try {

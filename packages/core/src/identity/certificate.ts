@@ -76,6 +76,7 @@ export function agentIdOfCertificate(cert: X509Certificate | undefined): AgentId
 
 /** Minimal view of a TLS socket, so any TLS-based transport (ws, http2, relay) can use the same check. */
 export interface PeerCertificateSource {
+  /** The peer's certificate, once the TLS handshake completed. */
   getPeerX509Certificate(): X509Certificate | undefined;
 }
 

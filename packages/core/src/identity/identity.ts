@@ -18,11 +18,13 @@ export class Identity {
     this.id = agentIdFromPublicKey(this.publicKeyRaw);
   }
 
+  /** A new random key pair. */
   static generate(): Identity {
     const { privateKey, publicKey } = generateKeyPairSync('ed25519');
     return new Identity(privateKey, publicKey);
   }
 
+  /** The identity of an Ed25519 private key. */
   static fromPrivateKey(key: KeyObject): Identity {
     if (key.type !== 'private' || key.asymmetricKeyType !== 'ed25519') {
       throw new AgentError('INVALID_ARGUMENT', 'an agent identity needs an Ed25519 private key');
@@ -30,6 +32,7 @@ export class Identity {
     return new Identity(key, createPublicKey(key));
   }
 
+  /** The identity of a PEM-encoded (PKCS#8) Ed25519 private key. */
   static fromPrivateKeyPem(pem: string): Identity {
     let key: KeyObject;
     try {
@@ -40,10 +43,12 @@ export class Identity {
     return Identity.fromPrivateKey(key);
   }
 
+  /** Signs `data` with the private key (Ed25519, 64 bytes). */
   sign(data: Uint8Array): Uint8Array {
     return sign(null, data, this.privateKey);
   }
 
+  /** The private key as PEM (PKCS#8): what a key file holds. Keep it secret. */
   exportPrivateKeyPem(): string {
     return this.privateKey.export({ format: 'pem', type: 'pkcs8' }).toString();
   }

@@ -25,6 +25,7 @@ export async function saveIdentity(identity: Identity, path: string): Promise<vo
   }
 }
 
+/** Reads an identity from a PEM key file; rejects with an AgentError when it cannot (see docs/security.md for the file's checks). */
 export async function loadIdentity(path: string): Promise<Identity> {
   let mode: number;
   let text: string;

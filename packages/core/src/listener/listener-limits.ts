@@ -16,6 +16,13 @@ export interface ListenerLimits {
   handshakeTimeoutMs?: number;
 }
 
+/** An admitted connection's place in a {@link ConnectionAdmission}. */
+export interface AdmissionTicket {
+  /** Gives the place back when the connection ends. */
+  release(): void;
+}
+
+/** The limits a listener applies when its options give none. */
 export const DEFAULT_LISTENER_LIMITS: Required<ListenerLimits> = {
   maxConnections: 4096,
   maxConnectionsPerIp: 1024,
@@ -67,7 +74,7 @@ export class ConnectionAdmission {
   }
 
   /** Admits a connection from `ip` (returns its release function) or says why not. */
-  admit(ip: string): { release(): void } | AdmissionRefusal {
+  admit(ip: string): AdmissionTicket | AdmissionRefusal {
     if (this.open >= this.limits.maxConnections) return 'max-connections';
     const fromIp = this.perIp.get(ip) ?? 0;
     if (fromIp >= this.limits.maxConnectionsPerIp) return 'max-connections-per-ip';

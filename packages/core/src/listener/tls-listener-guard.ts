@@ -7,9 +7,11 @@ import { agentIdOfCertificate } from '../identity/certificate.js';
 import { ConnectionAdmission, type ListenerLimits } from './listener-limits.js';
 import type { Refusal } from './refusal.js';
 
+/** Options of {@link TlsListenerGuard}: the limits, the listener's kind and where refusals go. */
 export interface TlsListenerGuardOptions {
   kind: ChannelKind;
   limits?: ListenerLimits;
+  /** Receives each refusal. */
   onRefused?(refusal: Refusal): void;
   /** An extra check of each new TCP connection (after the limits), e.g. the rendezvous's own per-IP rate. */
   admitConnection?(ip: string): boolean;

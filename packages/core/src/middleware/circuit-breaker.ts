@@ -5,8 +5,10 @@ import { diagnosticChannels } from '../diagnostics.js';
 import type { AgentId } from '../identity/agent-id.js';
 import { tapHandler, type Interceptor } from '../agent/interceptor.js';
 
+/** A breaker's state: `closed` (calls pass), `open` (calls fail fast), `half-open` (one probe passes). */
 export type BreakerState = 'closed' | 'open' | 'half-open';
 
+/** Options of {@link circuitBreaker}: when to open, how long to stay open. */
 export interface CircuitBreakerOptions {
   /** Consecutive failures that open a peer's circuit (default 5). */
   failureThreshold?: number;
@@ -18,6 +20,7 @@ export interface CircuitBreakerOptions {
   failOn?: readonly ErrorCode[];
 }
 
+/** A breaker's change of state, published on `agentlink:breaker:state`. */
 export interface BreakerStateChange {
   peer: AgentId;
   from: BreakerState;

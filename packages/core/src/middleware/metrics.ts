@@ -23,6 +23,7 @@ class MethodMetrics {
   }
 }
 
+/** What {@link CallMetrics.snapshot} returns: counts and latency histograms per method and direction. */
 export interface MetricsSnapshot {
   inFlight: number;
   methods: Record<string, { outcomes: Record<string, number>; items: number; count: number; durationSumSeconds: number }>;
@@ -32,6 +33,7 @@ export interface MetricsSnapshot {
 
 /** Where gauges of the pool come from: an Agent (its `stats()`), with the peers it refused when it counts them. */
 export interface PoolStatsSource {
+  /** The pool's current figures (and refusals by reason, when the source counts them). */
   stats(): PoolStats & { refusals?: Record<string, number> };
 }
 
@@ -136,6 +138,7 @@ export class CallMetrics {
   /** For `inboundInterceptors`: the calls this agent serves. */
   readonly inboundInterceptor: Interceptor = this.inbound.interceptor;
 
+  /** The figures so far, as plain data. */
   snapshot(): MetricsSnapshot {
     return {
       inFlight: this.outbound.inFlight,

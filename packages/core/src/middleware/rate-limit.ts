@@ -4,6 +4,7 @@ import type { Interceptor } from '../agent/interceptor.js';
 import { TokenBucket } from './token-bucket.js';
 import { nonNegativeNumber, positiveNumber } from '../util/options.js';
 
+/** A token bucket: `ratePerSecond` tokens refill up to `burst`. */
 export interface BucketOptions {
   /** Calls per second, sustained. */
   ratePerSecond: number;
@@ -11,6 +12,7 @@ export interface BucketOptions {
   burst?: number;
 }
 
+/** Options of {@link rateLimit}: one bucket per peer and/or per method, and how long a call may wait for a token. */
 export interface RateLimitOptions {
   /** One bucket for all calls of the agent. */
   global?: BucketOptions;

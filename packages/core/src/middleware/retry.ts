@@ -2,6 +2,7 @@ import { AgentError, type ErrorCode } from '../errors.js';
 import type { CallControl, CallHandler, CallInfo, Dispatch, Interceptor } from '../agent/interceptor.js';
 import { nonNegativeNumber, positiveInteger } from '../util/options.js';
 
+/** Options of {@link retry}: attempts, backoff, and which errors are retried. */
 export interface RetryOptions {
   /** Attempts in all, the first included (default 4). */
   maxAttempts?: number;

@@ -3,6 +3,7 @@ import type { CallControl, Interceptor } from '../agent/interceptor.js';
 import { tapHandler } from '../agent/interceptor.js';
 import { positiveNumber } from '../util/options.js';
 
+/** Options of {@link timeout}: the deadline applied to calls that set none. */
 export interface TimeoutOptions {
   /** Longest one attempt may take, in milliseconds. */
   ms: number;

@@ -22,6 +22,7 @@ export class TokenBucket {
     return this.tokens >= 1 ? 0 : ((1 - this.tokens) / this.ratePerSecond) * 1000;
   }
 
+  /** Takes one token (the bucket may go into debt; callers check the delay first). */
   take(): void {
     this.tokens -= 1;
   }

@@ -17,6 +17,7 @@ export interface MessagePipe {
   close(reason: AgentError): void;
 }
 
+/** Flow-control and limit options of the mux. */
 export interface MuxOptions {
   /** Per-stream receive window in bytes (default and minimum 256 KiB); a larger one is announced to the peer. */
   window?: number;
@@ -42,6 +43,7 @@ export interface MuxOptions {
   maxUnsentBytes?: number;
 }
 
+/** What a {@link MuxedChannel} is built from: the pipe, the peer, the options and the callbacks for accepted streams and refusals. */
 export interface MuxedChannelInit extends MuxOptions {
   kind: ChannelKind;
   peer: AgentId;
@@ -49,6 +51,7 @@ export interface MuxedChannelInit extends MuxOptions {
   pipe: MessagePipe;
   /** The dialer opens odd stream ids, the listener even ones, so both can open streams without collisions. */
   role: 'dialer' | 'listener';
+  /** Called for each stream the peer opens. */
   onStream(stream: ChannelStream, channel: Channel): void;
   /** Told when the mux refuses the peer something (a stream over the limit, a channel that does not read). */
   onRefused?(refusal: Refusal): void;
@@ -132,6 +135,7 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     return this.pipe.bufferedAmount > this.highWaterMark;
   }
 
+  /** Opens a stream to the peer, waiting for a stream slot within the peer's limit. */
   async openStream(options?: OpenStreamOptions): Promise<ChannelStream> {
     if (this.closeReason) throw this.closeReason;
     const id = this.nextId;
@@ -223,14 +227,17 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     if (!this.closeReason) this.pipe.send(encodeMuxFrame(open ? MuxFrameType.open : MuxFrameType.data, id, chunk));
   }
 
+  /** Grants the peer `increment` more bytes on stream `id`. */
   sendWindow(id: number, increment: number): void {
     this.sendControl(encodeU32Frame(MuxFrameType.window, id, increment));
   }
 
+  /** Ends our sending side of stream `id`. */
   sendFin(id: number): void {
     this.sendControl(encodeMuxFrame(MuxFrameType.fin, id));
   }
 
+  /** Resets stream `id` with `reason`'s code. */
   sendReset(id: number, reason: AgentError): void {
     this.sendControl(encodeU32Frame(MuxFrameType.reset, id, errorCodeToNumber(reason.code)));
   }
@@ -250,6 +257,7 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     return granted;
   }
 
+  /** The clock the window tuning measures round trips with (milliseconds; tests may replace it). */
   now(): number {
     return performance.now();
   }

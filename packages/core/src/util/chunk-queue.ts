@@ -24,6 +24,7 @@ export class ChunkQueue {
     return this.ended || this.failure !== undefined;
   }
 
+  /** Adds a chunk that arrived; a reader waiting gets it at once. */
   push(chunk: Uint8Array): void {
     if (this.closed) return;
     const reader = this.reader;
@@ -59,6 +60,7 @@ export class ChunkQueue {
     reader?.reject(reason);
   }
 
+  /** The next chunk; undefined once ended; rejects once reset. */
   read(): Promise<Uint8Array | undefined> {
     if (this.failure) return Promise.reject(this.failure);
     const chunk = this.chunks.shift();

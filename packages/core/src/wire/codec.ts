@@ -5,6 +5,7 @@ import { messageToTuple, tupleToMessage, type WireMessage } from './messages.js'
 
 /** Bytes of the big-endian length that precedes every frame's payload. */
 export const FRAME_HEADER_BYTES = 4;
+/** The largest frame a decoder accepts unless configured otherwise (16 MiB). */
 export const DEFAULT_MAX_FRAME_SIZE = 16 * 1024 * 1024;
 
 // Plain MessagePack (no records, no shared structures): every frame decodes on its own, in any implementation.

@@ -1,7 +1,9 @@
 import { z } from 'zod';
 import { isErrorCode, type ErrorCode } from '../errors.js';
 
+/** The call priorities, most urgent first. */
 export const PRIORITIES = ['critical', 'high', 'normal', 'low'] as const;
+/** A call priority: `critical`, `high`, `normal` (the default) or `low`. */
 export type Priority = (typeof PRIORITIES)[number];
 
 /** Message type numbers: the first element of every encoded message (see docs/protocol.md). */
@@ -24,6 +26,7 @@ export const MessageType = {
 export type CallMode = 'unary' | 'stream' | 'tunnel' | 'duplex';
 const MODES: readonly CallMode[] = ['unary', 'stream', 'tunnel', 'duplex'];
 
+/** One message of the wire protocol (docs/protocol.md), as the codec decodes it. */
 export type WireMessage =
   | {
       type: 'request';

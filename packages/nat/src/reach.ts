@@ -72,7 +72,6 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
   private seq = 0;
   private heartbeat: NodeJS.Timeout | undefined;
   private reregister: NodeJS.Timeout | undefined;
-  private watchedChannel: Channel | undefined;
   private readonly started = new Map<AgentId, number>();
   private readonly closing = new AbortController();
 
@@ -101,7 +100,7 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
     this.agent = agent;
     this.context = context;
     const list = typeof this.options.rendezvous === 'string' ? [this.options.rendezvous] : this.options.rendezvous;
-    this.rendezvous = new RendezvousClient(agent, list);
+    this.rendezvous = new RendezvousClient(agent, list, () => this.controlLost());
     const dialQuic = (url: string, peer: AgentId, signal: AbortSignal): Promise<Channel> =>
       this.options.quic.dial(new URL(url), { ...this.context, expectedPeer: peer, signal });
     const punchTimeoutMs = this.options.punchTimeoutMs ?? 3000;
@@ -160,7 +159,6 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
       };
       return signRecord(this.agent.identity, registered);
     });
-    this.watchControlChannel();
     this.emit('registered', registered!);
     return registered!;
   }
@@ -178,18 +176,10 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
    * elsewhere if need be, rather than wait for the next heartbeat. The delay is spread over half a heartbeat so
    * that the agents of a failed instance do not all arrive at the next one in the same instant.
    */
-  private watchControlChannel(): void {
-    const channel = this.agent.channels(this.rendezvous.currentId).find((c) => !c.isClosed);
-    if (!channel || channel === this.watchedChannel) return;
-    this.watchedChannel = channel;
-    void channel.closed.then(() => {
-      if (this.closing.signal.aborted || this.watchedChannel !== channel) return;
-      clearTimeout(this.reregister);
-      this.reregister = setTimeout(
-        () => this.register().catch((e: unknown) => this.report(toAgentError(e))),
-        Math.random() * (this.heartbeatMs / 2),
-      ).unref();
-    });
+  private controlLost(): void {
+    if (this.closing.signal.aborted) return;
+    clearTimeout(this.reregister);
+    this.reregister = setTimeout(() => this.register().catch((e: unknown) => this.report(toAgentError(e))), Math.random() * (this.heartbeatMs / 2)).unref();
   }
 
   /** The rendezvous says a peer is punching towards us: dial it back at once, from the same socket. */

@@ -1,4 +1,3 @@
-import diagnostics from 'node:diagnostics_channel';
 import { EventEmitter } from 'node:events';
 import {
   AgentError,
@@ -122,7 +121,6 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
       this.fromRendezvous(ctx.peer);
       return { accept: true, onOpen: (stream: ChannelStream) => void this.relayPath.accept(stream, from) };
     });
-    diagnostics.subscribe('agentlink:channel:open', this.labelPunched);
     const endpoint = await this.options.quic.endpoint();
     if (!endpoint) throw new AgentError('INVALID_ARGUMENT', 'reach() needs the agent to listen on its quic() channel (port 0 is fine)');
     this.localPort = endpoint.localPort;
@@ -136,7 +134,6 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
     clearInterval(this.heartbeat);
     clearTimeout(this.reregister);
     this.strategy?.close();
-    diagnostics.unsubscribe('agentlink:channel:open', this.labelPunched);
   }
 
   /**
@@ -217,11 +214,13 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
     if (!this.rendezvous.isRendezvous(caller)) throw new AgentError('UNAUTHENTICATED', 'only the rendezvous may ask this');
   }
 
-  /** Labels QUIC channels to a peer we are punching with (either side may end up keeping the other's dial). */
-  private readonly labelPunched = (message: unknown): void => {
-    const { channel } = message as { channel: Channel };
-    if (channel.kind === 'quic' && channel.path === undefined && this.puncher?.isPunching(channel.peer)) channel.path = 'punched';
-  };
+  /**
+   * A QUIC channel a peer opened to us while we punch towards it came through the punch (either side may end up
+   * keeping the other's dial): the agent asks as the channel enters its pool.
+   */
+  pathOf(channel: Channel): ChannelPath | undefined {
+    return channel.kind === 'quic' && this.puncher?.isPunching(channel.peer) ? 'punched' : undefined;
+  }
 }
 
 function quicUrl({ host, port }: HostPort): string {

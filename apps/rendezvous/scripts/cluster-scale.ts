@@ -2,7 +2,8 @@
  * Scale figures of the rendezvous' registry (docs/rendezvous.md, "Clusters"): run once by hand, with redis-server
  * installed (`pnpm test:redis` installs it):
  *
- *   node --expose-gc --conditions=source --import tsx apps/rendezvous/scripts/cluster-scale.ts [agents=100000] [heartbeating=1000]
+ *   node --expose-gc --conditions=source --import tsx apps/rendezvous/scripts/cluster-scale.ts store [agents=100000]
+ *   node --conditions=source --import tsx apps/rendezvous/scripts/cluster-scale.ts kill [heartbeating=1000]
  *
  * 1. Registrations and lookups of N agents across 3 "instances" (3 Redis connections, as 3 processes hold), each
  *    registration verified (signature, shape) as rdv.register does and stored by the atomic put, each lookup
@@ -21,8 +22,9 @@ import { webSocket } from '@agentlink/ws';
 import { MemoryRegistry, RedisRegistry, connectRedis, type RegistryStore } from '../src/index.js';
 import { startTestRedis } from '../test/redis-server.js';
 
-const AGENTS = Number(process.argv[2] ?? 100_000);
-const HEARTBEATING = Number(process.argv[3] ?? 1000);
+const PART = process.argv[2];
+const AGENTS = Number(PART === 'store' ? (process.argv[3] ?? 100_000) : 0);
+const HEARTBEATING = Number(PART === 'kill' ? (process.argv[3] ?? 1000) : 0);
 const INFLIGHT = 64;
 const LIMITS = { maxRegistrations: 1_000_000, maxRegistrationsPerIp: 1_000_000 };
 const gc = (): void => (globalThis as { gc?: () => void }).gc?.();
@@ -198,6 +200,7 @@ async function killUnderLoad(): Promise<void> {
   await redis.stop();
 }
 
-await storeFigures();
-await killUnderLoad();
+if (PART === 'store') await storeFigures();
+else if (PART === 'kill') await killUnderLoad();
+else throw new Error('cluster-scale.ts store [agents] | kill [heartbeating]');
 process.exit(0);

@@ -174,7 +174,12 @@ async function killUnderLoad(): Promise<void> {
   instances[0]!.child.kill('SIGKILL');
   await new Promise((resolve) => setTimeout(resolve, heartbeatMs * 3));
   const moved = onDoomed.map((a) => a.movedAt).filter((t): t is number => t !== undefined).sort((x, y) => x - y);
-  const c = await connectRedis(redis.url);
+  const pct = (p: number): number => Math.round(moved[Math.min(moved.length - 1, Math.floor(p * moved.length))] ?? NaN);
+  console.log(JSON.stringify({ heartbeatMs, agents: HEARTBEATING, onKilledInstance: onDoomed.length, moved: moved.length, missingMs: { p50: pct(0.5), p99: pct(0.99), max: Math.round(moved.at(-1) ?? NaN) } }));
+  // The store's view (a loaded machine may take a while to answer: retried).
+  let c: Awaited<ReturnType<typeof connectRedis>> | undefined;
+  for (let attempt = 0; !c && attempt < 10; attempt++) c = await connectRedis(redis.url).catch(() => undefined);
+  if (!c) throw new Error('Redis did not answer for the final check');
   const store = new RedisRegistry(c, { prefix });
   let live = 0;
   let onDead = 0;
@@ -184,17 +189,7 @@ async function killUnderLoad(): Promise<void> {
     if (entry?.instance === doomedId) onDead++;
   }
   await c.close();
-  const pct = (p: number): number => Math.round(moved[Math.min(moved.length - 1, Math.floor(p * moved.length))] ?? NaN);
-  console.log(
-    JSON.stringify({
-      heartbeatMs,
-      agents: HEARTBEATING,
-      onKilledInstance: onDoomed.length,
-      moved: moved.length,
-      missingMs: { p50: pct(0.5), p99: pct(0.99), max: Math.round(moved.at(-1) ?? NaN) },
-      afterThreeHeartbeats: { liveRecords: live, stillOnKilledInstance: onDead },
-    }),
-  );
+  console.log(JSON.stringify({ afterThreeHeartbeats: { liveRecords: live, stillOnKilledInstance: onDead, registrationFailures: agents.reduce((n, a) => n + a.failures, 0) } }));
   await Promise.all(agents.map((a) => a.agent.close()));
   for (const i of instances.slice(1)) i.child.kill('SIGTERM');
   await redis.stop();

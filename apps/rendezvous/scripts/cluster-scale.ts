@@ -138,6 +138,14 @@ async function killUnderLoad(): Promise<void> {
   const redis = await startTestRedis();
   const prefix = `kill${randomUUID()}:`;
   const instances = await Promise.all([1, 2, 3].map(() => instance(redis.url, prefix)));
+  // Whatever happens, the instance processes and the server end with the run.
+  process.once('exit', () => {
+    for (const i of instances) i.child.kill('SIGKILL');
+  });
+  process.once('uncaughtException', (error) => {
+    console.error(error);
+    void redis.stop().finally(() => process.exit(1));
+  });
   const addresses = instances.map((i) => i.address);
   const agents: Array<{ agent: Agent; client: RendezvousClient; movedAt?: number; failures: number }> = [];
   let killedAt = 0;

@@ -156,7 +156,10 @@ async function killUnderLoad(): Promise<void> {
     const list = [0, 1, 2].map((k) => addresses[(i + k) % 3]!);
     const state = { agent, client: undefined as unknown as RendezvousClient, movedAt: undefined as number | undefined, failures: 0 };
     let seq = 0;
-    const register = (): Promise<void> =>
+    let inFlight: Promise<void> | undefined;
+    // One registration at a time, as reach() does.
+    const register = (): Promise<void> => (inFlight ??= registerOnce().finally(() => (inFlight = undefined)));
+    const registerOnce = (): Promise<void> =>
       state.client
         .publishWith(async () => {
           seq = Math.max(seq + 1, Date.now());

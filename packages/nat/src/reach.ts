@@ -71,6 +71,7 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
   private seq = 0;
   private heartbeat: NodeJS.Timeout | undefined;
   private reregister: NodeJS.Timeout | undefined;
+  private registering: Promise<PeerRecord> | undefined;
   private readonly started = new Map<AgentId, number>();
   private readonly closing = new AbortController();
 
@@ -140,7 +141,14 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
    * Learns the NAT (again: mappings change), then signs and registers this agent's record with the first
    * rendezvous that takes it (the one in use, else the next).
    */
-  async register(): Promise<PeerRecord> {
+  register(): Promise<PeerRecord> {
+    // One registration at a time: a heartbeat that overlapped the one a lost channel started would race it, and
+    // whichever signed first would arrive second and be refused as a replay.
+    this.registering ??= this.registerOnce().finally(() => (this.registering = undefined));
+    return this.registering;
+  }
+
+  private async registerOnce(): Promise<PeerRecord> {
     let registered: PeerRecord | undefined;
     await this.rendezvous.publishWith(async (servers: HostPort[]) => {
       this.discovery = await discoverNat(this.stun!, servers, this.localPort);

@@ -13,6 +13,11 @@ try {
   rendezvous = await startRendezvous({ ...config, log: jsonLogger });
 } catch (error) {
   // A wrong setting or key file is the operator's to fix: one line saying which, no stack trace.
+  // Valkey/Redis unreachable at start: one line too, and exit 1 so that a supervisor starts it again.
+  if (error instanceof AgentError && error.code === 'UNAVAILABLE') {
+    process.stderr.write(`agentlink-rendezvous: ${error.message}\n`);
+    process.exit(1);
+  }
   if (!(error instanceof AgentError && (error.code === 'INVALID_ARGUMENT' || error.code === 'INVALID_KEY_FILE'))) throw error;
   process.stderr.write(`agentlink-rendezvous: ${error.message}\n`);
   process.exit(2);

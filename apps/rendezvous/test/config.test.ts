@@ -35,6 +35,18 @@ describe('rendezvous configuration', () => {
     expect(thrown(() => configFrom(['--stun-ports', '3478,3478'], {})).message).toMatch(/two different ports/);
   });
 
+  it('keeps the registry in memory unless a redis:// URL is given (flag or environment), and refuses other URLs', async () => {
+    expect(configFrom([], {})).toMatchObject({ redisUrl: undefined, redisPrefix: 'agentlink:' });
+    expect(configFrom(['--redis-url', 'redis://valkey:6379', '--redis-prefix', 'eu:'], {})).toMatchObject({ redisUrl: 'redis://valkey:6379', redisPrefix: 'eu:' });
+    expect(configFrom([], { RENDEZVOUS_REDIS_URL: 'rediss://valkey:6380' }).redisUrl).toBe('rediss://valkey:6380');
+    for (const bad of ['http://valkey:6379', 'valkey:6379x', 'not a url']) {
+      expect(thrown(() => configFrom(['--redis-url', bad], {}))).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^redisUrl must be a redis/) });
+    }
+    expect(thrown(() => configFrom(['--redis-prefix', 'x'.repeat(65)], {})).message).toMatch(/redisPrefix/);
+    // A Redis that does not answer stops the start with UNAVAILABLE, leaving nothing open.
+    await expect(startRendezvous({ host: '127.0.0.1', port: 0, stunPorts: [0, 0], httpPort: -1, redisUrl: 'redis://127.0.0.1:1' })).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+  });
+
   it('refuses non-integers, out-of-range ports, unknown flags and non-positive limits', () => {
     expect(thrown(() => configFrom(['--port', '44x'], {})).message).toMatch(/--port must be an integer/);
     expect(thrown(() => configFrom(['--port', ''], {})).message).toMatch(/--port must be an integer/);

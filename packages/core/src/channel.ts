@@ -78,8 +78,11 @@ export interface TransportContext {
 }
 
 export interface ListenContext extends TransportContext {
-  /** Called for every channel a peer opened to us, after authentication. */
-  onChannel(channel: Channel): void;
+  /**
+   * Called for every channel a peer opened to us, after authentication; `path` when whoever made it knows it is not
+   * a plain direct one (a plugin's punched or relayed channel). The pool sees it with its path from the start.
+   */
+  onChannel(channel: Channel, path?: ChannelPath): void;
 }
 
 export interface DialContext extends TransportContext {

@@ -59,8 +59,7 @@ export class PathStrategy {
 
   /** A channel the puncher found after the peer asked for it: to the pool, labelled. */
   punchedFromPeer(channel: Channel): void {
-    channel.path = 'punched';
-    this.context.onChannel(channel);
+    this.context.onChannel(channel, 'punched');
   }
 
   close(): void {
@@ -91,12 +90,11 @@ export class PathStrategy {
       const punch = this.puncher.punch(peer, signal).then(
         (channel) => {
           if (!channel) return;
-          channel.path = 'punched';
           if (!settled) {
             settled = true;
             return resolve(this.found(peer, 'punched', channel));
           }
-          this.context.onChannel(channel); // the relay came first: new calls move to this direct path
+          this.context.onChannel(channel, 'punched'); // the relay came first: new calls move to this direct path
         },
         () => undefined,
       );
@@ -131,8 +129,7 @@ export class PathStrategy {
       if (open.length === 0 || open.some((c) => c.path !== 'relay')) return; // gone, or already direct
       const channel = await this.puncher.punch(peer, this.closing).catch(() => undefined);
       if (channel) {
-        channel.path = 'punched';
-        this.context.onChannel(channel);
+        this.context.onChannel(channel, 'punched');
         this.report(peer, 'punched', channel);
       } else this.scheduleUpgrade(peer);
     }, this.options.upgradeIntervalMs);

@@ -1,4 +1,3 @@
-import diagnostics from 'node:diagnostics_channel';
 import { EventEmitter } from 'node:events';
 import {
   AgentError,
@@ -70,7 +69,7 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
   private seq = 0;
   private heartbeat: NodeJS.Timeout | undefined;
   private reregister: NodeJS.Timeout | undefined;
-  private watchedChannel: Channel | undefined;
+  private registering: Promise<PeerRecord> | undefined;
   private readonly started = new Map<AgentId, number>();
   private readonly closing = new AbortController();
 
@@ -99,7 +98,7 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
     this.agent = agent;
     this.context = context;
     const list = typeof this.options.rendezvous === 'string' ? [this.options.rendezvous] : this.options.rendezvous;
-    this.rendezvous = new RendezvousClient(agent, list);
+    this.rendezvous = new RendezvousClient(agent, list, () => this.controlLost());
     const dialQuic = (url: string, peer: AgentId, signal: AbortSignal): Promise<Channel> =>
       this.options.quic.dial(new URL(url), { ...this.context, expectedPeer: peer, signal });
     const punchTimeoutMs = this.options.punchTimeoutMs ?? 3000;
@@ -121,7 +120,6 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
       this.fromRendezvous(ctx.peer);
       return { accept: true, onOpen: (stream: ChannelStream) => void this.relayPath.accept(stream, from) };
     });
-    diagnostics.subscribe('agentlink:channel:open', this.labelPunched);
     const endpoint = await this.options.quic.endpoint();
     if (!endpoint) throw new AgentError('INVALID_ARGUMENT', 'reach() needs the agent to listen on its quic() channel (port 0 is fine)');
     this.localPort = endpoint.localPort;
@@ -135,14 +133,20 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
     clearInterval(this.heartbeat);
     clearTimeout(this.reregister);
     this.strategy?.close();
-    diagnostics.unsubscribe('agentlink:channel:open', this.labelPunched);
   }
 
   /**
    * Learns the NAT (again: mappings change), then signs and registers this agent's record with the first
    * rendezvous that takes it (the one in use, else the next).
    */
-  async register(): Promise<PeerRecord> {
+  register(): Promise<PeerRecord> {
+    // One registration at a time: a heartbeat that overlapped the one a lost channel started would race it, and
+    // whichever signed first would arrive second and be refused as a replay.
+    this.registering ??= this.registerOnce().finally(() => (this.registering = undefined));
+    return this.registering;
+  }
+
+  private async registerOnce(): Promise<PeerRecord> {
     let registered: PeerRecord | undefined;
     await this.rendezvous.publishWith(async (servers: HostPort[]) => {
       this.discovery = await discoverNat(this.stun!, servers, this.localPort);
@@ -158,7 +162,6 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
       };
       return signRecord(this.agent.identity, registered);
     });
-    this.watchControlChannel();
     this.emit('registered', registered!);
     return registered!;
   }
@@ -176,18 +179,10 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
    * elsewhere if need be, rather than wait for the next heartbeat. The delay is spread over half a heartbeat so
    * that the agents of a failed instance do not all arrive at the next one in the same instant.
    */
-  private watchControlChannel(): void {
-    const channel = this.agent.channels(this.rendezvous.currentId).find((c) => !c.isClosed);
-    if (!channel || channel === this.watchedChannel) return;
-    this.watchedChannel = channel;
-    void channel.closed.then(() => {
-      if (this.closing.signal.aborted || this.watchedChannel !== channel) return;
-      clearTimeout(this.reregister);
-      this.reregister = setTimeout(
-        () => this.register().catch((e: unknown) => this.report(toAgentError(e))),
-        Math.random() * (this.heartbeatMs / 2),
-      ).unref();
-    });
+  private controlLost(): void {
+    if (this.closing.signal.aborted) return;
+    clearTimeout(this.reregister);
+    this.reregister = setTimeout(() => this.register().catch((e: unknown) => this.report(toAgentError(e))), Math.random() * (this.heartbeatMs / 2)).unref();
   }
 
   /** The rendezvous says a peer is punching towards us: dial it back at once, from the same socket. */
@@ -225,11 +220,13 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
     if (!this.rendezvous.isRendezvous(caller)) throw new AgentError('UNAUTHENTICATED', 'only the rendezvous may ask this');
   }
 
-  /** Labels QUIC channels to a peer we are punching with (either side may end up keeping the other's dial). */
-  private readonly labelPunched = (message: unknown): void => {
-    const { channel } = message as { channel: Channel };
-    if (channel.kind === 'quic' && channel.path === undefined && this.puncher?.isPunching(channel.peer)) channel.path = 'punched';
-  };
+  /**
+   * A QUIC channel a peer opened to us while we punch towards it came through the punch (either side may end up
+   * keeping the other's dial): the agent asks as the channel enters its pool.
+   */
+  pathOf(channel: Channel): ChannelPath | undefined {
+    return channel.kind === 'quic' && this.puncher?.isPunching(channel.peer) ? 'punched' : undefined;
+  }
 }
 
 function quicUrl({ host, port }: HostPort): string {

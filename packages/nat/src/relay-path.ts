@@ -24,7 +24,7 @@ export class RelayPath {
   async accept(tunnel: ChannelStream, from: AgentId): Promise<void> {
     try {
       const secured = await secureTunnel(tunnel, { tls: this.context.tls, role: 'server', expectedPeer: from });
-      this.context.onChannel(this.channel(secured.stream, from, 'listener'));
+      this.context.onChannel(this.channel(secured.stream, from, 'listener'), 'relay');
     } catch (error) {
       tunnel.reset(toAgentError(error, 'UNAUTHENTICATED'));
     }

@@ -1,5 +1,5 @@
 import { AgentError, parsePeerReference, toAgentError, type Agent, type AgentId } from '@agentlink/core';
-import type { ChannelStream } from '@agentlink/core/transport';
+import type { Channel, ChannelStream } from '@agentlink/core/transport';
 import type { Discovery, PunchCoordinator, RelayService } from './discovery.js';
 import { verifyRecord, type PeerRecord, type SignedRecord } from './record.js';
 import type { HostPort } from './stun.js';
@@ -23,12 +23,15 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
   private readonly addresses: string[] = [];
   private readonly ids: AgentId[] = [];
   private current = 0;
+  private watched: Channel | undefined;
   /** STUN servers of the instance we register with. */
   stunServers: HostPort[] = [];
 
   constructor(
     private readonly agent: Agent,
     references: readonly string[],
+    /** Called when the control channel to the rendezvous we registered with closes (it stopped or failed). */
+    private readonly onControlLost: () => void = () => undefined,
   ) {
     if (references.length === 0) throw new AgentError('INVALID_ARGUMENT', 'reach() needs at least one rendezvous address');
     for (const reference of references) this.learn(reference);
@@ -64,6 +67,7 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
       await this.agent.send(id, 'rdv.register', signed, { timeoutMs: 5000 });
       this.current = index;
       this.stunServers = servers;
+      this.watchControlChannel();
       return id;
     });
   }
@@ -102,6 +106,16 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
     }
     const { stream } = await this.agent.openTunnel(via, 'rdv.relay', { target: peer }, { signal, timeoutMs: 10_000 });
     return stream;
+  }
+
+  /** Tells `onControlLost` once the channel we registered over closes. */
+  private watchControlChannel(): void {
+    const channel = this.agent.channels(this.currentId).find((c) => !c.isClosed);
+    if (!channel || channel === this.watched) return;
+    this.watched = channel;
+    void channel.closed.then(() => {
+      if (this.watched === channel) this.onControlLost();
+    });
   }
 
   /** Runs `attempt` at the current instance, then at each other one; throws the last failure. */

@@ -172,7 +172,7 @@ export class Agent {
   static async create(options: AgentOptions): Promise<Agent> {
     if (options.channels.length === 0) throw new AgentError('INVALID_ARGUMENT', 'an agent needs at least one channel');
     const agent = new Agent(options);
-    const context: ListenContext = { ...agent.transportContext(), onChannel: (channel: Channel) => agent.accept(channel) };
+    const context: ListenContext = { ...agent.transportContext(), onChannel: (channel: Channel, path?: ChannelPath) => agent.accept(channel, path) };
     try {
       for (const transport of options.channels) agent.listeners.push(await transport.listen(context));
       for (const plugin of options.plugins ?? []) await plugin.start?.(agent, context);
@@ -354,7 +354,10 @@ export class Agent {
   }
 
   /** A channel a peer opened to us: through the gate, then into the pool (its calls back use it too). */
-  private accept(channel: Channel): void {
+  private accept(channel: Channel, path?: ChannelPath): void {
+    // Its path is known before the pool sees it (the pool retires relays when a direct path arrives).
+    const known = path ?? channel.path ?? this.pathFromPlugins(channel);
+    if (known !== undefined) channel.path = known;
     if (!this.gate.active) return this.pool.add(channel);
     const admit = (allowed: boolean): void => {
       if (allowed) this.pool.add(channel);
@@ -365,7 +368,15 @@ export class Agent {
     else void decision.then(admit);
   }
 
-  private serve(stream: ChannelStream, channel: Channel): void {
+  private pathFromPlugins(channel: Channel): ChannelPath | undefined {
+    for (const plugin of this.options.plugins ?? []) {
+      const path = plugin.pathOf?.(channel);
+      if (path !== undefined) return path;
+    }
+    return undefined;
+  }
+
+    private serve(stream: ChannelStream, channel: Channel): void {
     if (this.closedReason) return stream.reset(this.closedReason);
     if (this.gate.active) {
       const decision = this.gate.decide(channel);

@@ -93,7 +93,10 @@ describe('frames', () => {
 
 const FUZZ_RUNS = Number(process.env.FUZZ_RUNS ?? 10_000);
 
-describe(`frame decoder fuzz (${FUZZ_RUNS} runs each)`, () => {
+// A fixed amount of CPU work per property: on a loaded 2-core machine (CI beside other jobs, two CPU burners)
+// one property took over 30 s, the default test timeout. The work is bounded by FUZZ_RUNS, so the timeout only
+// has to catch a hang.
+describe(`frame decoder fuzz (${FUZZ_RUNS} runs each)`, { timeout: 300_000 }, () => {
   const MAX = 64 * 1024;
 
   /** Only typed errors, never a crash; buffered bytes never exceed the limit. */

@@ -14,8 +14,9 @@ afterEach(async () => {
   await Promise.all(cleanups.splice(0).map((c) => c()));
 });
 
-async function startPeer(keyFile: string, port: number): Promise<{ child: ChildProcess; address: string }> {
-  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', peerScript, keyFile, String(port)], {
+async function startPeer(keyFile: string, port: number, idleTimeoutMs: number): Promise<{ child: ChildProcess; address: string }> {
+  const args = [peerScript, keyFile, String(port), String(idleTimeoutMs)];
+  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', ...args], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });
   cleanups.push(() => {
@@ -42,16 +43,18 @@ async function caller(idleTimeoutMs: number): Promise<Agent> {
 describe('a QUIC peer that dies and comes back', () => {
   it('restarted with its key on its address, it resets the old connection at once: the channel closes and the next call dials anew', async () => {
     const file = await keyFile();
-    const first = await startPeer(file, 0);
+    // A minute of idle timeout on both sides (a connection's is the smaller of the two): within this test only a
+    // stateless reset can end the old channel. With the peer's default 10 s, a restart that took longer on a
+    // loaded machine (spawning node + tsx) found the channel already closed by the idle timeout.
+    const first = await startPeer(file, 0, 60_000);
     const port = Number(new URL(first.address.split('@')[1]!).port);
-    // A minute of idle timeout: within this test only a stateless reset can end the old channel.
     const agent = await caller(60_000);
     expect(await agent.send(first.address, 'echo', 'first life')).toBe('first life');
     const [stale] = agent.channels();
     first.child.kill('SIGKILL');
     await once(first.child, 'exit');
 
-    const second = await startPeer(file, port);
+    const second = await startPeer(file, port, 60_000);
     expect(second.address).toBe(first.address);
     // The call goes out on the old channel (nothing told the caller yet); the restarted peer answers with a
     // stateless reset, which the caller accepts because the token comes from the same agent key.
@@ -72,7 +75,7 @@ describe('a QUIC peer that dies and comes back', () => {
   });
 
   it('a call in flight to a killed peer fails UNAVAILABLE by the idle timeout, counted from the peer\'s last packet', async () => {
-    const first = await startPeer(await keyFile(), 0);
+    const first = await startPeer(await keyFile(), 0, 1000);
     const agent = await caller(1000);
     expect(await agent.send(first.address, 'echo', 'alive')).toBe('alive');
     const [channel] = agent.channels();

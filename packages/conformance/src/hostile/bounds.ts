@@ -6,6 +6,9 @@
  */
 const MiB = 1024 * 1024;
 
+/** The per-channel budget of unfinished inbound frames (docs/security.md: maxInboundBytesPerChannel). */
+export const CHANNEL_BUDGET_BYTES = 32 * MiB;
+
 export const HOSTILE_BOUNDS = {
   /**
    * Server RSS growth while one hostile connection attacks: what the server may hold by design — the per-channel

@@ -1,11 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { ConformanceTarget } from '../target.js';
-import { ATTACKS, MEBIBYTE } from './attacks.js';
-import { HOSTILE_BOUNDS, SUITE_SCALE } from './bounds.js';
+import { ATTACKS } from './attacks.js';
+import { CHANNEL_BUDGET_BYTES, HOSTILE_BOUNDS, SUITE_SCALE } from './bounds.js';
 import { measureAttack, type Measurement } from './measure.js';
-
-/** The per-channel budget of unfinished inbound frames (docs/security.md: maxInboundBytesPerChannel). */
-const CHANNEL_BUDGET_BYTES = 32 * MEBIBYTE;
 
 /** What each attack must have achieved (nothing, mostly), beyond the bounds every attack is held to. */
 const EXPECTATIONS: Record<string, (m: Measurement, target: ConformanceTarget) => void> = {

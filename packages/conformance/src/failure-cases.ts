@@ -8,18 +8,8 @@ import { AgentError, Identity, createAgent, retry, saveIdentity, type Agent } fr
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startPeerProcess } from './child-process.js';
 import { installConformanceHandlers } from './handlers.js';
+import { rejection } from './assertions.js';
 import { loadFactory, type ConformanceTarget, type TransportFactory } from './target.js';
-
-/** Resolves with the AgentError a promise rejects with; fails the test if it resolves or throws anything else. */
-async function rejection(promise: Promise<unknown>): Promise<AgentError> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(error).toBeInstanceOf(AgentError);
-    return error as AgentError;
-  }
-  throw new Error('expected the call to fail, but it succeeded');
-}
 
 /**
  * A deadline far beyond any channel's failure detection (the targets configure short idle timeouts where the

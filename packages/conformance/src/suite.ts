@@ -8,23 +8,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { firstLine, spawnScript } from './child-process.js';
 import { describeFailureCases } from './failure-cases.js';
 import { installConformanceHandlers } from './handlers.js';
-import { runDuplexCases, stalledAt } from './duplex-cases.js';
+import { runDuplexCases } from './duplex-cases.js';
+import { rejection, stalledAt, within } from './assertions.js';
 import { loadFactory, type ConformanceTarget, type TransportFactory } from './target.js';
-
-/** Resolves with the AgentError a promise rejects with; fails the test if it resolves or throws anything else. */
-async function rejection(promise: Promise<unknown>): Promise<AgentError> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(error).toBeInstanceOf(AgentError);
-    return error as AgentError;
-  }
-  throw new Error('expected the call to fail, but it succeeded');
-}
-
-function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  return Promise.race([promise, sleep(ms).then(() => Promise.reject(new Error(`${what} did not happen within ${ms} ms`)))]);
-}
 
 /**
  * The behaviour every agentlink channel must have. A channel package calls this from one test file with its

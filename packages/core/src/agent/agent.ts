@@ -275,18 +275,10 @@ export class Agent {
     const call = this.newCall(peer, method, body, 'stream', options, undefined);
     const items = new StreamItems<Out>(() => call.abortReason);
     this.start(call, items);
-    try {
-      for (;;) {
-        const next = await items.next();
-        if (next.done) return;
-        yield next.value;
-      }
-    } finally {
-      if (!items.finished) {
-        call.abort(new AgentError('CANCELLED', 'caller stopped reading the stream'));
-        items.unhold();
-      }
-    }
+    yield* items.iterate(() => {
+      call.abort(new AgentError('CANCELLED', 'caller stopped reading the stream'));
+      items.unhold();
+    });
   }
 
   /**

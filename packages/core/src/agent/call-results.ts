@@ -107,6 +107,23 @@ export class StreamItems<Out> implements CallHandler {
     return new Promise((resolve, reject) => (this.waiter = { resolve, reject }));
   }
 
+  /**
+   * The items as an async generator for a consumer's `for await`; `onLeftEarly` runs when the consumer leaves
+   * before the end (break, return, a throw in its loop): the caller of `stream`/`duplex` cancels the call, a duplex
+   * handler stops reading.
+   */
+  async *iterate(onLeftEarly: () => void): AsyncGenerator<Out, void, undefined> {
+    try {
+      for (;;) {
+        const next = await this.next();
+        if (next.done) return;
+        yield next.value;
+      }
+    } finally {
+      if (!this.finished) onLeftEarly();
+    }
+  }
+
   /** The consumer left: let a held network read go on (it then sees the reset). */
   unhold(): void {
     const release = this.release;

@@ -70,16 +70,7 @@ export class DuplexSession<In, Out> implements DuplexCall<In, Out> {
   }
 
   /** Reads the handler's items; leaving the loop early cancels the call (as with `stream`). */
-  async *[Symbol.asyncIterator](): AsyncGenerator<Out, void, undefined> {
-    const { items } = this;
-    try {
-      for (;;) {
-        const next = await items.next();
-        if (next.done) return;
-        yield next.value;
-      }
-    } finally {
-      if (!items.finished) this.abort(new AgentError('CANCELLED', 'caller stopped reading the duplex call'));
-    }
+  [Symbol.asyncIterator](): AsyncGenerator<Out, void, undefined> {
+    return this.items.iterate(() => this.abort(new AgentError('CANCELLED', 'caller stopped reading the duplex call')));
   }
 }

@@ -25,17 +25,8 @@ export class IncomingItems {
   }
 
   /** The handler's view: ends with the caller's `end`, throws the call's abort reason. */
-  async *iterate(): AsyncGenerator<unknown, void, undefined> {
-    const { items } = this;
-    try {
-      for (;;) {
-        const next = await items.next();
-        if (next.done) return;
-        yield next.value;
-      }
-    } finally {
-      if (!items.finished) this.drop();
-    }
+  iterate(): AsyncGenerator<unknown, void, undefined> {
+    return this.items.iterate(() => this.drop());
   }
 
   /** The call was aborted: the handler's loop throws `reason`, a held read goes on (and sees the reset). */

@@ -41,7 +41,9 @@ describe('network lab (40 ms one-way, 1% loss, 100 Mbit/s)', () => {
         { kind: 'bulk', channel: 'ws', streams: 4, seconds: 2 },
       ];
       const { stdout } = await lab.exec(lab.a, process.execPath, [...tsx, here('./client.ts'), JSON.stringify({ addresses, jobs })], 90_000);
-      const results = stdout.trim().split('\n').map((l) => JSON.parse(l) as JobResult & { bytes: number });
+      // Results, not the progress events the client also prints (`{ event: 'measuring' }`, for run.ts --fairness).
+      const lines = stdout.trim().split('\n').map((l) => JSON.parse(l) as (JobResult & { bytes: number }) | { event: string });
+      const results = lines.filter((l): l is JobResult & { bytes: number } => !('event' in l));
       expect(results.map((r) => r.channel)).toEqual(['quic', 'ws']);
       for (const r of results) expect(r.bytes).toBeGreaterThan(100_000);
 

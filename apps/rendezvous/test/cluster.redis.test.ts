@@ -1,11 +1,11 @@
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { AgentError, Identity, type AgentId } from '@agentlink/core';
+import { Identity, type AgentId } from '@agentlink/core';
 import { signRecord, type PeerRecord } from '@agentlink/nat';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { connectRedis, type Rendezvous } from '../src/index.js';
-import { cleanup, reachableAgent, rendezvous, sleep, wsClient } from './helpers.js';
+import { cleanup, failure, reachableAgent, recordOf, rendezvous, sleep, wsClient } from './helpers.js';
 import { startTestRedis, type TestRedis } from './redis-server.js';
 
 let redis: TestRedis;
@@ -47,15 +47,6 @@ async function metric(r: Rendezvous, name: string): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${r.httpPort}/metrics`)).text();
   const line = text.split('\n').find((l) => l.startsWith(`${name} `));
   return line === undefined ? 0 : Number(line.slice(name.length + 1));
-}
-
-async function failure(promise: Promise<unknown>): Promise<AgentError> {
-  try {
-    await promise;
-  } catch (error) {
-    return error as AgentError;
-  }
-  throw new Error('expected a failure');
 }
 
 /** Polls `check` (store answers, not time) until it holds. */
@@ -162,15 +153,7 @@ describe('three rendezvous instances sharing Redis', () => {
     const instances = await cluster();
     const client = await wsClient();
     const me = client.identity;
-    const record = (overrides: Partial<PeerRecord> = {}): PeerRecord => ({
-      agentId: me.id,
-      candidates: ['quic://203.0.113.7:40000'],
-      nat: 'cone',
-      portDelta: 0,
-      seq: 10,
-      expiresAt: Date.now() + 30_000,
-      ...overrides,
-    });
+    const record = (overrides: Partial<PeerRecord> = {}): PeerRecord => recordOf(me, { seq: 10, ...overrides });
     const signed = signRecord(me, record());
     await client.send(instances[0].address, 'rdv.register', signed);
     const tampered = { record: Buffer.from(signed.record), signature: signed.signature };

@@ -1,5 +1,5 @@
-import { createAgent, type Agent, type AgentOptions } from '@agentlink/core';
-import { reach, type Reach, type ReachOptions } from '@agentlink/nat';
+import { createAgent, type Agent, type AgentError, type AgentOptions, type Identity } from '@agentlink/core';
+import { reach, type PeerRecord, type Reach, type ReachOptions } from '@agentlink/nat';
 import { quic } from '@agentlink/quic';
 import { webSocket } from '@agentlink/ws';
 import { startRendezvous, type Rendezvous, type RendezvousOptions } from '../src/index.js';
@@ -37,3 +37,24 @@ export async function cleanup(): Promise<void> {
 }
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A plausible record of `identity` (a public candidate, a cone NAT, 30 s to live), with `overrides`. */
+export const recordOf = (identity: Identity, overrides: Partial<PeerRecord> = {}): PeerRecord => ({
+  agentId: identity.id,
+  candidates: ['quic://203.0.113.7:40000'],
+  nat: 'cone',
+  portDelta: 0,
+  seq: 1,
+  expiresAt: Date.now() + 30_000,
+  ...overrides,
+});
+
+/** The error a call fails with; fails the test if it succeeds. */
+export async function failure(promise: Promise<unknown>): Promise<AgentError> {
+  try {
+    await promise;
+  } catch (error) {
+    return error as AgentError;
+  }
+  throw new Error('expected a failure');
+}

@@ -1,31 +1,12 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import { AgentError, Identity } from '@agentlink/core';
-import { signRecord, type PeerRecord } from '@agentlink/nat';
+import { Identity, type AgentError } from '@agentlink/core';
+import { signRecord } from '@agentlink/nat';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanup, rendezvous, sleep, wsClient } from './helpers.js';
+import { cleanup, failure, recordOf, rendezvous, sleep, wsClient } from './helpers.js';
 
 afterEach(cleanup);
-
-const recordOf = (identity: Identity, overrides: Partial<PeerRecord> = {}): PeerRecord => ({
-  agentId: identity.id,
-  candidates: ['quic://203.0.113.7:40000'],
-  nat: 'cone',
-  portDelta: 0,
-  seq: 1,
-  expiresAt: Date.now() + 30_000,
-  ...overrides,
-});
-
-async function failure(promise: Promise<unknown>): Promise<AgentError> {
-  try {
-    await promise;
-  } catch (error) {
-    return error as AgentError;
-  }
-  throw new Error('expected a failure');
-}
 
 describe('rendezvous registry', () => {
   it('accepts a signed record from its own agent and serves it by AgentId', async () => {

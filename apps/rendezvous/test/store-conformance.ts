@@ -2,6 +2,7 @@ import { Identity } from '@agentlink/core';
 import { signRecord, type PeerRecord } from '@agentlink/nat';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { RegistryStore, StoredRecord } from '../src/index.js';
+import { recordOf } from './helpers.js';
 
 /** Two views of one store: the same object in memory, two connections (as two instances) in Redis. */
 export interface StorePair {
@@ -13,15 +14,7 @@ export interface StorePair {
 const LIMITS = { maxRegistrations: 1000, maxRegistrationsPerIp: 1000 };
 
 export function entry(identity: Identity, overrides: Partial<PeerRecord> = {}, ip = '192.0.2.1'): StoredRecord {
-  const record: PeerRecord = {
-    agentId: identity.id,
-    candidates: ['quic://203.0.113.7:40000'],
-    nat: 'cone',
-    portDelta: 0,
-    seq: 1,
-    expiresAt: Date.now() + 30_000,
-    ...overrides,
-  };
+  const record = recordOf(identity, overrides);
   return { record, signed: signRecord(identity, record), ip };
 }
 

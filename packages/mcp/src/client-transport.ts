@@ -1,7 +1,7 @@
 import { AgentError, type Agent, type CallOptions, type DuplexCall } from '@agentlink/core';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import { decodeMessage, encodeMessage } from './json-rpc.js';
+import { encodeMessage, readMessages } from './json-rpc.js';
 
 export const DEFAULT_MCP_METHOD = 'mcp';
 
@@ -48,16 +48,11 @@ export class AgentlinkClientTransport implements Transport {
 
   private async readReplies(call: DuplexCall<string, string>): Promise<void> {
     try {
-      for await (const item of call) {
-        let message: JSONRPCMessage;
-        try {
-          message = decodeMessage(item);
-        } catch (error) {
-          this.onerror?.(error as Error);
-          continue;
-        }
-        this.onmessage?.(message);
-      }
+      await readMessages(
+        call,
+        (message) => this.onmessage?.(message),
+        (error) => this.onerror?.(error),
+      );
     } catch (error) {
       if (!this.closed) this.onerror?.(error as Error);
     }

@@ -23,3 +23,25 @@ export function decodeMessage(item: unknown): JSONRPCMessage {
   if (!parsed.success) throw new AgentError('PROTOCOL_ERROR', 'not a JSON-RPC message');
   return parsed.data;
 }
+
+/**
+ * Reads a session's items, delivering each valid message to `deliver` and each invalid one to `onInvalid` (the
+ * session goes on, as the SDK's transports do with a bad line); ends when the peer ends its side, and throws
+ * the call's error.
+ */
+export async function readMessages(
+  items: AsyncIterable<unknown>,
+  deliver: (message: JSONRPCMessage) => void,
+  onInvalid: (error: Error) => void,
+): Promise<void> {
+  for await (const item of items) {
+    let message: JSONRPCMessage;
+    try {
+      message = decodeMessage(item);
+    } catch (error) {
+      onInvalid(error as Error);
+      continue;
+    }
+    deliver(message);
+  }
+}

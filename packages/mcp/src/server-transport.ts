@@ -3,7 +3,7 @@ import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
 import { DEFAULT_MCP_METHOD } from './client-transport.js';
-import { decodeMessage, encodeMessage } from './json-rpc.js';
+import { encodeMessage, readMessages } from './json-rpc.js';
 
 /** What the SDK's `Server` and `McpServer` both offer: connecting one transport. */
 export interface McpServerLike {
@@ -91,16 +91,11 @@ export class AgentlinkServerTransport implements Transport {
 
   private async readRequests(): Promise<void> {
     try {
-      for await (const item of this.incoming) {
-        let message: JSONRPCMessage;
-        try {
-          message = decodeMessage(item);
-        } catch (error) {
-          this.onerror?.(error as Error);
-          continue;
-        }
-        this.onmessage?.(message, this.extra);
-      }
+      await readMessages(
+        this.incoming,
+        (message) => this.onmessage?.(message, this.extra),
+        (error) => this.onerror?.(error),
+      );
     } catch (error) {
       if (!this.closed) this.onerror?.(error as Error);
     }

@@ -284,6 +284,27 @@ export function runConformanceSuite(target: ConformanceTarget): void {
       }
     });
 
+    it('a channel closed with PERMISSION_DENIED fails the call in flight on the other side with PERMISSION_DENIED', async () => {
+      const serving = await createAgent({ channels: [factory(target.listenOptions)] });
+      const calling = await createAgent({ channels: [dialer()] });
+      try {
+        let arrived!: () => void;
+        const reachedHandler = new Promise<void>((resolve) => (arrived = resolve));
+        serving.handle('hold', () => {
+          arrived();
+          return new Promise(() => undefined); // ended by the channel's close
+        });
+        const inFlight = rejection(calling.send(serving.addresses[0]!, 'hold', null, { timeoutMs: 120_000 }));
+        await reachedHandler; // the call is in flight at the server
+        const [channel] = serving.channels(calling.id);
+        await channel!.close(new AgentError('PERMISSION_DENIED', 'not allowed here'));
+        expect((await inFlight).code).toBe('PERMISSION_DENIED');
+      } finally {
+        await calling.close();
+        await serving.close();
+      }
+    });
+
     it('the serving agent can call the caller back over the same channel', async () => {
       expect(await client.send(address, 'call-back', 'ping-pong')).toBe('ping-pong');
       expect(server.channels(client.id)).toHaveLength(1);

@@ -246,10 +246,13 @@ export function runConformanceSuite(target: ConformanceTarget): void {
       expect(replies).toEqual(Array.from({ length: 100 }, (_, i) => i));
     });
 
-    it('every finished call frees its stream on both sides: unary, stream, error, refused and cancelled', async () => {
+    it('every finished call frees its stream on both sides: unary, stream, error, refused, cancelled and pings', async () => {
       const caller = await createAgent({ channels: [dialer()] });
       try {
         await caller.send(address, 'echo', 1);
+        // A ping is what every health check sends (both ends, every 30 s): one left behind per check was a leak.
+        expect(await caller.ping(address)).toBeGreaterThanOrEqual(0);
+        await caller.ping(address);
         for await (const _ of caller.stream(address, 'tokens', { count: 3 }));
         for await (const _ of caller.stream(address, 'tokens', { count: 100, delayMs: 5 })) break;
         await rejection(caller.send(address, 'throw', 'boom'));

@@ -14,6 +14,8 @@ export interface AgentProcessStats {
   arrayBuffers: number;
   channels: number;
   activeStreams: number;
+  /** Channels holding streams, as "peer@address: count". */
+  streamsByChannel: string[];
   refusals: Record<string, number>;
   produced: number;
   slowReader: { streams: number; firstItems: number };

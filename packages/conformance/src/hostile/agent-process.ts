@@ -35,7 +35,10 @@ function stats(): Record<string, unknown> {
   peakRss = Math.max(peakRss, memory.rss);
   const pool = agent.stats();
   const peers = new Set(pool.channels.map((c) => c.peer));
-  const activeStreams = [...peers].reduce((n, peer) => n + agent.channels(peer).reduce((m, channel) => m + channel.activeStreams, 0), 0);
+  const channels = [...peers].flatMap((peer) => agent.channels(peer));
+  const activeStreams = channels.reduce((n, channel) => n + channel.activeStreams, 0);
+  // Which channels hold them, for a failure's report: the attacker's or the well-behaved caller's.
+  const streamsByChannel = channels.filter((c) => c.activeStreams > 0).map((c) => `${c.peer.toString().slice(0, 8)}@${c.remoteAddress}: ${c.activeStreams}`);
   return {
     rss: memory.rss,
     peakRss,
@@ -44,6 +47,7 @@ function stats(): Record<string, unknown> {
     arrayBuffers: memory.arrayBuffers,
     channels: pool.channels.length,
     activeStreams,
+    streamsByChannel,
     refusals: pool.refusals,
     produced,
     slowReader: reader.stats(),

@@ -39,10 +39,15 @@ export interface Attack {
 const MiB = 1024 * 1024;
 
 /** Polls `condition` until it holds; throws `what` after `ms`. A bounded wait, never a fixed sleep. */
-async function until(what: string, condition: () => boolean | Promise<boolean>, ms = HOSTILE_BOUNDS.reactionMs): Promise<void> {
+async function until(
+  what: string,
+  condition: () => boolean | Promise<boolean>,
+  ms = HOSTILE_BOUNDS.reactionMs,
+  state?: () => string,
+): Promise<void> {
   const deadline = Date.now() + ms;
   for (let delay = 5; !(await condition()); delay = Math.min(delay * 2, 100)) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms${state ? ` (${state()})` : ''}`);
     await new Promise((resolve) => setTimeout(resolve, delay));
   }
 }
@@ -245,22 +250,34 @@ async function streamFlood({ factory, target, victim, scale }: AttackEnv): Promi
   const ping = rawFrame(pack([7, 1]));
   let opened = 0;
   const total = Math.min(scale.openFlood.streams, 2000);
+  // Held until the attacker leaves, as a real one would: an unreferenced QUIC stream is collected, and quinn
+  // finishes a dropped stream, which hands its credit back and lets more through than the limit.
+  const held: ChannelStream[] = [];
   for (let i = 0; i < total; i++) {
     void peer
       .openStream()
-      .then((stream) => tryWrite(stream, ping))
+      .then((stream) => (held.push(stream), tryWrite(stream, ping)))
       .then(() => void opened++, () => undefined);
   }
   // In place once the streams the channel let through are all open at the server and no more get through.
   let last = -1;
   let stable = 0;
-  await until('the stream flood settling', async () => {
-    const s = await victim.stats();
-    stable = opened === last && s.activeStreams >= opened ? stable + 1 : 0;
-    last = opened;
-    return opened === total ? s.activeStreams >= opened : stable >= 3;
-  });
-  return { observed: { attempted: total, opened }, release: () => peer.leave() };
+  let atServer = 0;
+  let lastRefusals: Record<string, number> = {};
+  await until(
+    'the stream flood settling',
+    async () => {
+      const s = await victim.stats();
+      atServer = s.activeStreams;
+      lastRefusals = s.refusals;
+      stable = opened === last && s.activeStreams >= opened ? stable + 1 : 0;
+      last = opened;
+      return opened === total ? s.activeStreams >= opened : stable >= 3;
+    },
+    HOSTILE_BOUNDS.reactionMs,
+    () => `opened ${opened} of ${total}, ${atServer} streams at the server, refusals ${JSON.stringify(lastRefusals)}`,
+  );
+  return { observed: { attempted: total, opened }, release: () => (held.length = 0, peer.leave()) };
 }
 
 // ---- 5. deep nesting -----------------------------------------------------------------------------------------
@@ -337,6 +354,9 @@ const abandoned: Attack = {
     const partial = requestFrame('echo', 'y'.repeat(200)).subarray(0, 50);
     const cancel = new AgentError('CANCELLED', 'abandoned');
     let opened = 0;
+    // Streams left as they are stay referenced until the attacker leaves: a collected QUIC stream is finished by
+    // quinn, which would end it cleanly instead of leaving it to the request timeout.
+    const left: ChannelStream[] = [];
     // A server may end the session of a peer that resets streams in bulk (node:http2 answers a rapid reset with
     // GOAWAY): that is a defence, and the attack stops there.
     let closedByServer: string | undefined;
@@ -353,14 +373,15 @@ const abandoned: Attack = {
           opened++;
           const variant = (base + i) % 3;
           if (variant !== 0) await tryWrite(stream, partial); // 0: nothing at all
-          if (variant !== 2) stream.reset(cancel); // 2: left as it is, for the request timeout to reap
+          if (variant !== 2) stream.reset(cancel);
+          else left.push(stream); // left as it is, for the request timeout to reap
         }),
       );
     }
     // Nothing leaks while the attacker is still connected: reset streams are freed, left ones time out.
     // Thrice the usual bound: 10,000 streams take the QUIC engine tens of seconds when CI runs every suite at once.
     const stats = await victim.waitFor('the abandoned streams freed at the server', (s) => s.activeStreams === 0, 3 * HOSTILE_BOUNDS.reactionMs);
-    return { observed: { opened, closedByServer, serverActiveStreams: stats.activeStreams }, release: () => peer.leave() };
+    return { observed: { opened, closedByServer, serverActiveStreams: stats.activeStreams }, release: () => (left.length = 0, peer.leave()) };
   },
 };
 

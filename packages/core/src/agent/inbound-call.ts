@@ -55,10 +55,7 @@ export async function serveInboundStream(stream: ChannelStream, channel: Channel
   } finally {
     clearTimeout(timer);
   }
-  if (first?.type === 'ping') {
-    await framed.send({ type: 'pong', nonce: first.nonce }).then(() => stream.end()).catch(() => undefined);
-    return;
-  }
+  if (first?.type === 'ping') return answerPing(framed, first.nonce);
   if (first?.type !== 'request') {
     stream.reset(new AgentError('PROTOCOL_ERROR', `a stream must start with a request, got ${first?.type ?? 'end of stream'}`));
     return;
@@ -68,6 +65,22 @@ export async function serveInboundStream(stream: ChannelStream, channel: Channel
   // Interceptors may wait (rate limits): the caller's cancel and the deadline are watched from now on.
   call.armWatchers();
   deps.dispatch(call, call.reply);
+}
+
+/**
+ * Pong, our end, then the caller's end: QUIC frees a stream only once both ends are read, so stopping at the pong
+ * kept one stream per ping (every health check) counted and holding its credit. A caller that never ends holds
+ * the stream like an unfinished call does, within the channel's stream limit.
+ */
+async function answerPing(framed: FramedStream, nonce: number): Promise<void> {
+  try {
+    await framed.send({ type: 'pong', nonce });
+    await framed.stream.end();
+    const after = await framed.receive();
+    if (after !== undefined) framed.stream.reset(new AgentError('PROTOCOL_ERROR', `unexpected ${after.type} after a ping`));
+  } catch (error) {
+    framed.stream.reset(toAgentError(error, 'PROTOCOL_ERROR')); // frees it whatever failed
+  }
 }
 
 function refuseStream(stream: ChannelStream, channel: Channel, deps: InboundDeps, reason: string, error: AgentError): void {

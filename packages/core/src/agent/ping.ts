@@ -17,7 +17,11 @@ export async function pingChannel(channel: Channel, maxFrameSize: number, timeou
     const reply = await framed.receive();
     if (reply?.type !== 'pong' || reply.nonce !== nonce) throw new AgentError('PROTOCOL_ERROR', 'bad pong');
     const rtt = performance.now() - started;
-    await framed.stream.end().catch(() => undefined);
+    // Both ends, or the stream stays open: QUIC frees a stream only once its peer's end has been read, so a
+    // ping that stopped at the pong left one stream counted (and its credit taken) per health check.
+    await framed.stream.end();
+    const after = await framed.receive();
+    if (after !== undefined) throw new AgentError('PROTOCOL_ERROR', `unexpected ${after.type} after the pong`);
     return rtt;
   } catch (error) {
     framed.stream.reset(error instanceof AgentError ? error : new AgentError('UNAVAILABLE', String(error)));

@@ -13,13 +13,14 @@
  * 2. Killing an instance under load: M agents heartbeating to 3 instance processes; one is killed with SIGKILL;
  *    for each of its agents, the time until it is registered with another instance.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { createAgent, Identity, type Agent, type AgentId } from '@agentlink/core';
 import { RendezvousClient, signRecord, verifyRecord, type SignedRecord } from '@agentlink/nat';
 import { webSocket } from '@agentlink/ws';
 import { MemoryRegistry, RedisRegistry, connectRedis, type RegistryStore } from '../src/index.js';
+import { instanceProcess } from '../test/instance-process.js';
 import { startTestRedis } from '../test/redis-server.js';
 
 const PART = process.argv[2];
@@ -121,16 +122,7 @@ async function instance(redisUrl: string, prefix: string): Promise<{ address: st
     registrationsPerSecondPerIp: 100_000, connectionsPerSecondPerIp: 100_000, requestsPerSecondPerIp: 100_000,
     maxConnectionsPerIp: 100_000, maxRegistrationsPerIp: 100_000,
   };
-  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', script, JSON.stringify(options)], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const address = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      for (const line of out.split('\n')) if (line.startsWith('{"address"')) resolve((JSON.parse(line) as { address: string }).address);
-    });
-    child.once('exit', (code) => reject(new Error(`instance exited with ${code}`)));
-  });
-  return { address, child };
+  return instanceProcess(script, [JSON.stringify(options)]);
 }
 
 async function killUnderLoad(): Promise<void> {

@@ -1,10 +1,10 @@
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Identity, type AgentId } from '@agentlink/core';
 import { signRecord, type PeerRecord } from '@agentlink/nat';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { connectRedis, type Rendezvous } from '../src/index.js';
+import { instanceProcess } from './instance-process.js';
 import { cleanup, failure, reachableAgent, recordOf, rendezvous, sleep, wsClient } from './helpers.js';
 import { startTestRedis, type TestRedis } from './redis-server.js';
 
@@ -27,19 +27,9 @@ async function cluster(options: Parameters<typeof rendezvous>[0] = {}): Promise<
 /** An instance in its own process (the same command as in production), to be killed with SIGKILL. */
 async function processInstance(redisPrefix: string): Promise<{ address: string; id: AgentId; kill(): void }> {
   const main = fileURLToPath(new URL('../src/main.ts', import.meta.url));
-  const child = spawn(
-    process.execPath,
-    ['--conditions=source', '--import', 'tsx', main, '--host', '127.0.0.1', '--port', '0', '--stun-ports', '0,0', '--http-port=-1', '--redis-url', redis.url, '--redis-prefix', redisPrefix],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  const address = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      for (const line of out.split('\n')) if (line.startsWith('{"address"')) resolve((JSON.parse(line) as { address: string }).address);
-    });
-    child.once('exit', (code) => reject(new Error(`instance exited with ${code}`)));
-  });
+  const { address, child } = await instanceProcess(main, [
+    '--host', '127.0.0.1', '--port', '0', '--stun-ports', '0,0', '--http-port=-1', '--redis-url', redis.url, '--redis-prefix', redisPrefix,
+  ]);
   return { address, id: address.split('@')[0] as AgentId, kill: () => child.kill('SIGKILL') };
 }
 

@@ -1,5 +1,10 @@
 //! Errors cross into JavaScript as `CODE|detail` messages; the TS side turns CODE into an AgentError code.
 //! Stream resets carry the peer's number: `RESET|<n>`.
+//!
+//! Why a prefix and not the JS error's `code` property: napi-rs 3 lets a sync function throw `Error<S>` with a
+//! custom status (which becomes `code`), but an async one must return `Into<napi::Error>` (execute_tokio_future),
+//! whose status is the fixed `Status` enum — every read, write and dial is async, so the code would be lost on the
+//! paths that matter. The message is the one field both kinds carry unchanged; `fromNative` parses it in one place.
 
 use napi::{Error, Status};
 use quinn::{ConnectionError, ReadError, WriteError};

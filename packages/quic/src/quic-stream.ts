@@ -21,6 +21,8 @@ export class QuicChannelStream implements ChannelStream {
   private corked: Buffer[] = [];
   private corkedBytes = 0;
   private flushScheduled = false;
+  /** The stream's first write (a call's request, a reply's first token) is never corked: see `write`. */
+  private wroteAny = false;
   /** A flush waiting for flow-control credit: later writes queue behind it, in order. */
   private blocked: Promise<void> | undefined;
   private writeFailure: AgentError | undefined;
@@ -48,6 +50,12 @@ export class QuicChannelStream implements ChannelStream {
     if (failure) return Promise.reject(failure);
     if (this.blocked) return this.blocked.then(() => this.write(chunk));
     const data = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    if (!this.wroteAny) {
+      // Time to first token: a producer that writes a burst without waiting would otherwise hold its first
+      // token until the end of its turn (or 16 KiB later). Later writes of the turn are corked as usual.
+      this.wroteAny = true;
+      return this.send(data);
+    }
     if (data.length < CORK_LIMIT) {
       this.corked.push(data);
       this.corkedBytes += data.length;

@@ -7,8 +7,12 @@ import type { Priority } from '../wire/messages.js';
 export interface MuxStreamHost {
   readonly maxChunk: number;
   readonly congested: boolean;
-  /** `open` is set on a stream's first frame: the stream is announced together with its first bytes. */
-  sendData(id: number, chunk: Uint8Array, open: boolean): void;
+  /**
+   * `open` is set on a stream's first frame: the stream is announced together with its first bytes. `first` is
+   * set on the first frame this side sends on the stream (a call's request, a reply's first token): the pipe
+   * sends it at once instead of batching it with the rest of the turn (time to first token).
+   */
+  sendData(id: number, chunk: Uint8Array, open: boolean, first: boolean): void;
   sendWindow(id: number, increment: number): void;
   /** The channel's RTT estimate in ms (see MuxedChannel.rttSample), undefined before the first sample. */
   readonly rttMs: number | undefined;
@@ -62,6 +66,8 @@ export class MuxStream implements ChannelStream {
   private failure: AgentError | undefined;
   /** Whether the peer knows this stream: ours are announced by their first frame, the peer's already are. */
   private announced: boolean;
+  /** Whether this side sent any frame on the stream yet (its first leaves unbatched, see MuxStreamHost.sendData). */
+  private sentAny = false;
   /** Order among streams waiting for a congested pipe. */
   priority: Priority = 'normal';
   /** Already in the host's queue for the pipe. */
@@ -194,8 +200,9 @@ export class MuxStream implements ChannelStream {
   }
 
   private sendData(chunk: Uint8Array): void {
-    this.host.sendData(this.id, chunk, !this.announced);
+    this.host.sendData(this.id, chunk, !this.announced, !this.sentAny);
     this.announced = true;
+    this.sentAny = true;
   }
 
   /**

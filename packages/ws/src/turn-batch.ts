@@ -8,9 +8,10 @@ import type { Duplex } from 'node:stream';
 export const BATCH_BYTES = 32 * 1024;
 
 /**
- * Frames of one event-loop turn share socket writes: the socket is corked at the first frame that may wait and
- * uncorked at the end of the turn, or as soon as BATCH_BYTES are held. An urgent frame (a stream's first: a
- * call's request, a reply's first token) is never held: it leaves at once, with whatever was batched before it.
+ * Frames of one event-loop turn share socket writes: the socket is corked at a turn's first frame and uncorked
+ * at the end of the turn, as soon as BATCH_BYTES are held, or before a stream's second data frame (`before(true)`):
+ * a unary call's message, its FIN and the other calls of the turn leave in one TLS record, while a stream that
+ * writes a burst sends its first token when it writes the second, not when its producer stops.
  */
 export class TurnBatch {
   private corked = false;
@@ -23,9 +24,10 @@ export class TurnBatch {
 
   constructor(private readonly raw: Duplex) {}
 
-  /** Before a frame is handed to the WebSocket: cork for a frame that may wait. */
-  before(urgent: boolean): void {
-    if (urgent || this.corked) return;
+  /** Before a frame is handed to the WebSocket: `flushBefore` sends what is held first; then the frame is held. */
+  before(flushBefore: boolean): void {
+    if (flushBefore) this.flush();
+    if (this.corked) return;
     this.corked = true;
     this.raw.cork();
     if (!this.endScheduled) {
@@ -34,11 +36,10 @@ export class TurnBatch {
     }
   }
 
-  /** After it: write now if it was urgent or the batch reached its budget. */
-  after(bytes: number, urgent: boolean): void {
-    if (!this.corked) return;
+  /** After it: write now once the batch reached its budget. */
+  after(bytes: number): void {
     this.heldBytes += bytes;
-    if (urgent || this.heldBytes >= BATCH_BYTES) this.flush();
+    if (this.heldBytes >= BATCH_BYTES) this.flush();
   }
 
   private flush(): void {

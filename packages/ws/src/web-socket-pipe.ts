@@ -39,10 +39,10 @@ export function channelOverWebSocket(
     onStream: init.onStream,
     onRefused: init.onRefused,
     pipe: {
-      send: (message, urgent) => {
-        batch.before(urgent === true);
+      send: (message, flushBefore) => {
+        batch.before(flushBefore === true);
         socket.send(message, { binary: true }, onSent);
-        batch.after(message.length, urgent === true);
+        batch.after(message.length);
       },
       get bufferedAmount() {
         return socket.bufferedAmount;

@@ -50,16 +50,16 @@ export class QuicChannelStream implements ChannelStream {
     if (failure) return Promise.reject(failure);
     if (this.blocked) return this.blocked.then(() => this.write(chunk));
     const data = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-    if (!this.wroteAny) {
-      // Time to first token: a producer that writes a burst without waiting would otherwise hold its first
-      // token until the end of its turn (or 16 KiB later). Later writes of the turn are corked as usual.
-      this.wroteAny = true;
-      return this.send(data);
-    }
     if (data.length < CORK_LIMIT) {
       this.corked.push(data);
       this.corkedBytes += data.length;
-      if (this.corkedBytes >= CORK_LIMIT) return this.flush();
+      // Time to first token: a producer that writes a burst without waiting would otherwise hold its first
+      // token until the end of its turn (or 16 KiB later). Later small writes of the turn are corked. Sent by
+      // `flush`, so a write that waits for credit holds the ones after it (order).
+      if (!this.wroteAny || this.corkedBytes >= CORK_LIMIT) {
+        this.wroteAny = true;
+        return this.flush();
+      }
       if (!this.flushScheduled) {
         this.flushScheduled = true;
         process.nextTick(this.flushAtEndOfTick);

@@ -29,7 +29,8 @@ import type { ServerAddresses, Subject } from './subjects/subject.js';
 const HELP = `agentbench — compare agentlink's channels with the raw transports
 
 usage
-  agentbench                 local run: a second process serves; every channel and raw baseline (~1 minute)
+  agentbench                 local run: a second process serves; every channel, raw baseline and the
+                             JSON-RPC-over-ws reference (a few minutes)
   agentbench --quick         a short run (what CI runs)
   agentbench serve [--host 0.0.0.0]          serve for a run from another machine; prints the --server value
   agentbench run --server '<json from serve>'  measure against a remote agentbench serve

@@ -16,10 +16,11 @@ import { measureFleet, type FleetResult } from './fleet.js';
 import { parseImpairment } from './impair/impairment.js';
 import { measureImpaired, type ImpairedResult } from './impaired.js';
 import { measureInterleaved, type InterleavedResult } from './interleaved.js';
-import { fleetTable, impairedTable, interleavedTable, subjectsTable, svgChart, tokensTable } from './report.js';
+import { fleetTable, impairedTable, interleavedRatesTable, interleavedTable, interleavedTokensTable, subjectsTable, svgChart, tokensTable } from './report.js';
 import { measureSubject, type SubjectResult } from './run.js';
 import { startServers } from './server.js';
 import { agentlinkSubject } from './subjects/agentlink.js';
+import { jsonRpcWsSubject } from './subjects/json-rpc-ws.js';
 import { rawHttp2Subject } from './subjects/raw-http2.js';
 import { rawQuicSubject } from './subjects/raw-quic.js';
 import { rawWsSubject } from './subjects/raw-ws.js';
@@ -28,7 +29,8 @@ import type { ServerAddresses, Subject } from './subjects/subject.js';
 const HELP = `agentbench — compare agentlink's channels with the raw transports
 
 usage
-  agentbench                 local run: a second process serves; every channel and raw baseline (~1 minute)
+  agentbench                 local run: a second process serves; every channel, raw baseline and the
+                             JSON-RPC-over-ws reference (a few minutes)
   agentbench --quick         a short run (what CI runs)
   agentbench serve [--host 0.0.0.0]          serve for a run from another machine; prints the --server value
   agentbench run --server '<json from serve>'  measure against a remote agentbench serve
@@ -96,6 +98,8 @@ if (command === 'run') {
   addresses = JSON.parse(line.toString()) as ServerAddresses;
 }
 
+/** What every channel is also compared with: what a user would write instead (subjects/json-rpc-ws.ts). */
+const REFERENCE = 'JSON-RPC over ws (TLS)';
 const channelKinds: Array<{ name: string; baseline: string; address?: string; transport: () => Transport }> = [
   { name: 'agentlink quic', baseline: 'raw QUIC engine', address: native.ok ? addresses.agentlinkQuic : undefined, transport: () => quic() },
   { name: 'agentlink http2', baseline: 'raw http2 (TLS)', address: addresses.agentlinkHttp2, transport: () => http2() },
@@ -105,6 +109,7 @@ const subjects: Subject[] = [
   ...(addresses.rawHttp2 ? [rawHttp2Subject(addresses.rawHttp2, false), rawHttp2Subject(addresses.rawHttp2, true)] : []),
   ...(addresses.rawWss ? [rawWsSubject(addresses.rawWss)] : []),
   ...(native.ok && addresses.rawQuic ? [rawQuicSubject(native.binding, addresses.rawQuic)] : []),
+  ...(addresses.jsonRpcWs ? [jsonRpcWsSubject(addresses.jsonRpcWs)] : []),
   ...channelKinds.filter((k) => k.address).map((k) => agentlinkSubject(k.name, k.baseline, k.address!, k.transport)),
 ];
 // Subject names contain commas ("raw http2 (TLS, default windows)"): split only on commas outside parentheses.
@@ -133,7 +138,7 @@ for (const subject of chosen) {
   step++;
 }
 
-const interleaved: InterleavedResult[] = await measureInterleaved(chosen, { quick: values.quick, onProgress: progress });
+const interleaved: InterleavedResult[] = await measureInterleaved(chosen, { quick: values.quick, reference: REFERENCE, onProgress: progress });
 step++;
 
 const fleet: FleetResult[] = [];
@@ -176,6 +181,9 @@ if (values.json) {
     subjectsTable(results),
     '(agentlink rows: value and ratio to the raw transport of the same run — agentlink quic vs raw QUIC engine, agentlink http2 vs raw http2 (TLS), agentlink ws vs raw ws (TLS). RTT = one request/response on an open connection. Bulk CPU = CPU time of this process and the serving process, all threads, per MB downloaded: total (client + server).)',
     interleavedTable(interleaved),
+    interleavedRatesTable(interleaved),
+    interleavedTokensTable(interleaved),
+    '(interleaved tables: median over rounds [25th–75th percentile of rounds]; × raw and × JSON-RPC are medians of per-round ratios, ours ÷ theirs: below 1 is better for times, above 1 for calls/s. Per-token "over raw" is the per-round difference.)',
     tokensTable(results),
     fleetTable(fleet),
     ...(impaired.length ? [impairedTable(impaired, impairDescription)] : []),

@@ -1,6 +1,6 @@
 import type { ImpairedResult } from './impaired.js';
 import type { FleetResult } from './fleet.js';
-import type { InterleavedResult } from './interleaved.js';
+import type { InterleavedResult, Spread } from './interleaved.js';
 import type { SubjectResult } from './run.js';
 
 const fixed = (n: number, digits: number): string => (Number.isFinite(n) ? n.toFixed(digits) : '–');
@@ -81,12 +81,53 @@ function cpuPerMB(r: SubjectResult): string {
 /** 1 KB round trips measured in alternating rounds (drift lands on every subject alike); × raw is the median of the rounds' ratios. */
 export function interleavedTable(results: InterleavedResult[]): string {
   const lines = [
-    '| subject (1 KB round trips, interleaved rounds) | p50 ms | p99 ms | × raw | rounds\' p50s, ms (min – max) |',
-    '|---|---|---|---|---|',
+    "| subject (1 KB round trips, interleaved rounds) | p50 ms | p99 ms | × raw | × JSON-RPC | rounds' p50s, ms (min – max) |",
+    '|---|---|---|---|---|---|',
   ];
   for (const r of results) {
     const ratio = r.ratio === undefined ? '' : `${fixed(r.ratio, 2)}×`;
-    lines.push(`| ${r.subject} | ${fixed(r.p50, 3)} | ${fixed(r.p99, 3)} | ${ratio} | ${fixed(Math.min(...r.roundP50s), 3)} – ${fixed(Math.max(...r.roundP50s), 3)} |`);
+    lines.push(
+      `| ${r.subject} | ${fixed(r.p50, 3)} | ${fixed(r.p99, 3)} | ${ratio} | ${ratioOf(r.vsReference?.rtt)} | ${fixed(Math.min(...r.roundP50s), 3)} – ${fixed(Math.max(...r.roundP50s), 3)} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+/** A figure over the rounds: median, and the middle half of the rounds in brackets. */
+function spreadOf(s: Spread, digits: number): string {
+  return `${fixed(s.median, digits)} [${fixed(s.p25, digits)}–${fixed(s.p75, digits)}]`;
+}
+
+/** The median of per-round ratios, with their middle half; empty when there is nothing to compare with. */
+function ratioOf(s: Spread | undefined): string {
+  return s ? `${fixed(s.median, 2)}× [${fixed(s.p25, 2)}–${fixed(s.p75, 2)}]` : '';
+}
+
+/** Calls per second in the interleaved rounds: one at a time and 32 in flight, against raw and JSON-RPC. */
+export function interleavedRatesTable(results: InterleavedResult[]): string {
+  const lines = [
+    '| subject (1 KB calls/s, interleaved rounds) | seq | × raw | × JSON-RPC | 32 in flight | × raw | × JSON-RPC |',
+    '|---|---|---|---|---|---|---|',
+  ];
+  for (const r of results) {
+    lines.push(
+      `| ${r.subject} | ${spreadOf(r.sequential, 0)} | ${ratioOf(r.vsBaseline?.sequential)} | ${ratioOf(r.vsReference?.sequential)} | ${spreadOf(r.concurrent, 0)} | ${ratioOf(r.vsBaseline?.concurrent)} | ${ratioOf(r.vsReference?.concurrent)} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+/** One 1,000-token burst per round: time to first token and per-token cost, against raw and JSON-RPC. */
+export function interleavedTokensTable(results: InterleavedResult[]): string {
+  const lines = [
+    '| subject (1,000-token burst, interleaved rounds) | TTFT ms | × raw | × JSON-RPC | per-token µs | over raw, µs |',
+    '|---|---|---|---|---|---|',
+  ];
+  for (const r of results) {
+    const over = r.vsBaseline ? spreadOf(r.vsBaseline.perTokenOverUs, 2) : '';
+    lines.push(
+      `| ${r.subject} | ${spreadOf(r.ttftMs, 2)} | ${ratioOf(r.vsBaseline?.ttft)} | ${ratioOf(r.vsReference?.ttft)} | ${spreadOf(r.perTokenUs, 2)} | ${over} |`,
+    );
   }
   return lines.join('\n');
 }

@@ -13,6 +13,7 @@ import { loadNative, quic, type NativeStream, type QuicCongestion } from '@agent
 import { http2 } from '@agentlink/http2';
 import { webSocket } from '@agentlink/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { startJsonRpcServer } from './json-rpc-server.js';
 import type { ServerAddresses } from './subjects/subject.js';
 
 const HIGH_WATER = 8 * 1024 * 1024;
@@ -84,6 +85,9 @@ export async function startServers(host = '127.0.0.1', quicCongestion?: QuicCong
   });
   await new Promise<void>((resolve) => h2.listen(0, host, resolve));
 
+  // JSON-RPC over ws, mutual TLS: what a user would write instead (see subjects/json-rpc-ws.ts).
+  const jsonRpc = await startJsonRpcServer(host, tls);
+
   // raw QUIC engine: per stream, byte 0 = echo (returns what follows), byte 1 = download (u32 total, u32 chunk).
   let rawQuic: ServerAddresses['rawQuic'];
   let closeRawQuic = (): void => undefined;
@@ -112,9 +116,11 @@ export async function startServers(host = '127.0.0.1', quicCongestion?: QuicCong
       rawWss: `wss://${host}:${port(https)}`,
       rawHttp2: `https://${host}:${port(h2)}`,
       rawQuic,
+      jsonRpcWs: { url: jsonRpc.url, key: identity.id },
     },
     async close() {
       closeRawQuic();
+      jsonRpc.close();
       for (const client of wss.clients) client.terminate();
       https.closeAllConnections();
       h2.close();

@@ -6,6 +6,12 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 
+interface Spread {
+  median: number;
+  p25: number;
+  p75: number;
+}
+
 describe('agentbench --quick', () => {
   it('measures every subject and scenario from bytes that crossed a socket, and draws the chart', async () => {
     const svg = join(await mkdtemp(join(tmpdir(), 'agentbench-')), 'chart.svg');
@@ -20,11 +26,25 @@ describe('agentbench --quick', () => {
       results: Array<Record<string, any>>;
       fleet: Array<{ subject: string; bytes: number; agents: number }>;
       impaired: Array<{ subject: string; bytes: number; mbPerSecond: number }>;
-      interleaved: Array<{ subject: string; baseline?: string; p50: number; p99: number; roundP50s: number[]; ratio?: number; bytes: number }>;
+      interleaved: Array<{
+        subject: string;
+        baseline?: string;
+        p50: number;
+        p99: number;
+        roundP50s: number[];
+        ratio?: number;
+        bytes: number;
+        sequential: Spread;
+        concurrent: Spread;
+        ttftMs: Spread;
+        perTokenUs: Spread;
+        vsBaseline?: Record<string, Spread>;
+        vsReference?: Record<string, Spread>;
+      }>;
     };
     expect(report.machine.node).toBe(process.version);
     const subjects = report.results.map((r) => r.subject);
-    for (const expected of ['raw http2 (TLS)', 'raw ws (TLS)', 'raw QUIC engine', 'agentlink quic', 'agentlink http2', 'agentlink ws']) {
+    for (const expected of ['raw http2 (TLS)', 'raw ws (TLS)', 'raw QUIC engine', 'JSON-RPC over ws (TLS)', 'agentlink quic', 'agentlink http2', 'agentlink ws']) {
       expect(subjects).toContain(expected);
     }
     for (const r of report.results) {
@@ -58,7 +78,17 @@ describe('agentbench --quick', () => {
         const base = report.interleaved.find((b) => b.subject === r.baseline)!;
         const ratios = r.roundP50s.map((p50, round) => p50 / base.roundP50s[round]!).sort((a, b) => a - b);
         expect(r.ratio, r.subject).toBeCloseTo(ratios[1]!, 10);
+        expect(r.vsBaseline?.rtt?.median, r.subject).toBeCloseTo(ratios[1]!, 10);
       }
+      // Calls/s one at a time and with 32 in flight, and a token burst's first token, in every round.
+      for (const figure of [r.sequential, r.concurrent, r.ttftMs, r.perTokenUs]) {
+        expect(figure.median, r.subject).toBeGreaterThan(0);
+        expect(figure.p25, r.subject).toBeLessThanOrEqual(figure.median);
+        expect(figure.p75, r.subject).toBeGreaterThanOrEqual(figure.median);
+      }
+      // Every other subject is compared with the JSON-RPC-over-ws reference of the same rounds.
+      if (r.subject === 'JSON-RPC over ws (TLS)') expect(r.vsReference).toBeUndefined();
+      else expect(Object.keys(r.vsReference ?? {}).sort(), r.subject).toEqual(['concurrent', 'perTokenOverUs', 'rtt', 'sequential', 'ttft']);
     }
     for (const kind of ['agentlink quic', 'agentlink http2', 'agentlink ws']) {
       expect(report.fleet.find((f) => f.subject === kind && f.agents === 10)?.bytes).toBeGreaterThan(0);

@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import { closeSync, openSync, readSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AgentError, type Agent, type ErrorCode } from '@agentlink/core';
 
@@ -50,6 +51,19 @@ export function installConformanceHandlers(agent: Agent, events = new EventEmitt
     } finally {
       events.emit('finally', 'firehose', ctx.signal.reason);
     }
+  });
+  // A producer that writes a burst without waiting, then blocks its thread (as a CPU-bound step would) until the
+  // caller writes to the FIFO at `release`: only what the channel sent during the burst can reach the caller
+  // meanwhile. For a peer process only (it blocks the process it runs in).
+  agent.handleStream('burst-then-block', async function* (body: { count: number; release: string }) {
+    for (let i = 0; i < body.count; i++) yield `token-${i}`;
+    const fd = openSync(body.release, 'r'); // returns once the caller opens the FIFO for writing
+    try {
+      readSync(fd, Buffer.alloc(1));
+    } finally {
+      closeSync(fd);
+    }
+    yield 'released';
   });
   agent.handle('call-back', (body: unknown, ctx) => agent.send(ctx.peer, 'echo', body));
   return events;

@@ -7,6 +7,7 @@ import { AgentError, Identity, createAgent, type Agent } from '@agentlink/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { firstLine, spawnScript } from './child-process.js';
 import { describeFailureCases } from './failure-cases.js';
+import { describeFirstTokenCases } from './first-token-cases.js';
 import { installConformanceHandlers } from './handlers.js';
 import { runDuplexCases } from './duplex-cases.js';
 import { rejection, stalledAt, within } from './assertions.js';
@@ -321,6 +322,7 @@ export function runConformanceSuite(target: ConformanceTarget): void {
     });
 
     describeFailureCases(target);
+    describeFirstTokenCases(target);
   });
   runDuplexCases(target);
 }

@@ -1,6 +1,7 @@
 import { constants, type Http2Stream, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import { AgentError } from '@agentlink/core';
 import { ChunkQueue, type ChannelStream } from '@agentlink/core/transport';
+import { afterScheduledSends, currentTurn } from './first-write-turn.js';
 import type { OutboundBudget } from './outbound-budget.js';
 import { fromHttp2Code, isAgentlinkCode, toHttp2Code } from './reset-codes.js';
 
@@ -75,6 +76,8 @@ export class Http2ChannelStream implements ChannelStream {
   /** The last slow write: later writes wait for it, so bytes keep their order. Never rejects. */
   private tail: Promise<void> = RESOLVED;
   private budgetWaiter: (Waiter<void> & { wake(): void }) | undefined;
+  /** The turn of the stream's first write (-1: none yet, -2: past it), see first-write-turn.ts. */
+  private firstWriteTurn = -1;
   /** A server stream sends these response HEADERS with its first bytes (set by the channel; a shared object). */
   respondWith: OutgoingHttpHeaders | undefined;
 
@@ -99,7 +102,8 @@ export class Http2ChannelStream implements ChannelStream {
     if (this.stream.destroyed || this.stream.writableEnded) return Promise.reject(new AgentError('CLOSED', 'write after end'));
     this.respondOnce();
     if (this.queued === 0 && chunk.length <= WRITE_SLICE && this.budget.tryTake(chunk.length + WRITE_OVERHEAD)) {
-      return this.hand(chunk) ? RESOLVED : this.waitForDrain();
+      if (!this.hand(chunk)) return this.waitForDrain();
+      return this.firstWriteTurn === -2 ? RESOLVED : this.yieldAfterFirstWrite();
     }
     this.queued++;
     const written = this.tail.then(() => this.writeSlowly(chunk));
@@ -123,6 +127,17 @@ export class Http2ChannelStream implements ChannelStream {
     if (this.failure || this.stream.closed) return;
     this.fail(reason);
     this.stream.close(toHttp2Code(reason.code));
+  }
+
+  /** Time to first token: a second write in the turn of the first lets node send the first (first-write-turn.ts). */
+  private yieldAfterFirstWrite(): Promise<void> {
+    if (this.firstWriteTurn === -1) {
+      this.firstWriteTurn = currentTurn();
+      return RESOLVED;
+    }
+    const sameTurn = this.firstWriteTurn === currentTurn();
+    this.firstWriteTurn = -2;
+    return sameTurn ? afterScheduledSends() : RESOLVED;
   }
 
   /** Hands node bytes the budget granted; false when node's buffer is over its high-water mark. */

@@ -21,6 +21,8 @@ export class QuicChannelStream implements ChannelStream {
   private corked: Buffer[] = [];
   private corkedBytes = 0;
   private flushScheduled = false;
+  /** The stream's first write (a call's request, a reply's first token) is never corked: see `write`. */
+  private wroteAny = false;
   /** A flush waiting for flow-control credit: later writes queue behind it, in order. */
   private blocked: Promise<void> | undefined;
   private writeFailure: AgentError | undefined;
@@ -51,7 +53,13 @@ export class QuicChannelStream implements ChannelStream {
     if (data.length < CORK_LIMIT) {
       this.corked.push(data);
       this.corkedBytes += data.length;
-      if (this.corkedBytes >= CORK_LIMIT) return this.flush();
+      // Time to first token: a producer that writes a burst without waiting would otherwise hold its first
+      // token until the end of its turn (or 16 KiB later). Later small writes of the turn are corked. Sent by
+      // `flush`, so a write that waits for credit holds the ones after it (order).
+      if (!this.wroteAny || this.corkedBytes >= CORK_LIMIT) {
+        this.wroteAny = true;
+        return this.flush();
+      }
       if (!this.flushScheduled) {
         this.flushScheduled = true;
         process.nextTick(this.flushAtEndOfTick);

@@ -2,6 +2,7 @@ import { AgentError, type AgentId, type Refusal } from '@agentlink/core';
 import { MuxedChannel, type Channel, type ChannelStream, type MuxOptions } from '@agentlink/core/transport';
 import type { Duplex } from 'node:stream';
 import type { WebSocket } from 'ws';
+import { TurnBatch } from './turn-batch.js';
 
 /** WebSocket close codes (RFC 6455) used to say why a channel closed. */
 const NORMAL_CLOSURE = 1000;
@@ -14,7 +15,7 @@ const CLOSE_HANDSHAKE_MS = 2000;
  */
 export function channelOverWebSocket(
   socket: WebSocket,
-  /** The TLS socket under the WebSocket, corked per tick so frames written together leave in one write. */
+  /** The TLS socket under the WebSocket, corked per turn so frames written together leave in few writes. */
   raw: Duplex,
   init: {
     peer: AgentId;
@@ -28,11 +29,7 @@ export function channelOverWebSocket(
 ): Channel {
   // One shared callback per socket (no closure per frame): each completed send may have drained the buffer.
   const onSent = (): void => channel.drained();
-  let corked = false;
-  const uncork = (): void => {
-    corked = false;
-    raw.uncork();
-  };
+  const batch = new TurnBatch(raw);
   const channel = new MuxedChannel({
     ...init.mux,
     kind: 'ws',
@@ -42,13 +39,10 @@ export function channelOverWebSocket(
     onStream: init.onStream,
     onRefused: init.onRefused,
     pipe: {
-      send: (message) => {
-        if (!corked) {
-          corked = true;
-          raw.cork();
-          process.nextTick(uncork);
-        }
+      send: (message, flushBefore) => {
+        batch.before(flushBefore === true);
         socket.send(message, { binary: true }, onSent);
+        batch.after(message.length);
       },
       get bufferedAmount() {
         return socket.bufferedAmount;
@@ -82,3 +76,4 @@ function truncateReason(text: string): string {
   const bytes = Buffer.from(text, 'utf8');
   return bytes.length <= 123 ? text : bytes.subarray(0, 120).toString('utf8') + '...';
 }
+

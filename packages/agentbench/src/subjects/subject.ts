@@ -37,4 +37,6 @@ export interface ServerAddresses {
   rawWss: string;
   rawHttp2: string;
   rawQuic?: { host: string; port: number; key: string };
+  /** JSON-RPC over ws with mutual TLS: its URL and the server's key (pinned). */
+  jsonRpcWs?: { url: string; key: string };
 }

@@ -7,8 +7,13 @@ import type { Priority } from '../wire/messages.js';
 export interface MuxStreamHost {
   readonly maxChunk: number;
   readonly congested: boolean;
-  /** `open` is set on a stream's first frame: the stream is announced together with its first bytes. */
-  sendData(id: number, chunk: Uint8Array, open: boolean): void;
+  /**
+   * `open` is set on a stream's first frame: the stream is announced together with its first bytes. `second`
+   * is set on the second data frame this side sends on the stream: the pipe then sends what it batched before
+   * it at once, so a producer that writes a burst without waiting does not hold its first token until the end
+   * of its turn, while a unary call's one message still shares a write with its FIN (and with other calls').
+   */
+  sendData(id: number, chunk: Uint8Array, open: boolean, second: boolean): void;
   sendWindow(id: number, increment: number): void;
   /** The channel's RTT estimate in ms (see MuxedChannel.rttSample), undefined before the first sample. */
   readonly rttMs: number | undefined;
@@ -62,6 +67,8 @@ export class MuxStream implements ChannelStream {
   private failure: AgentError | undefined;
   /** Whether the peer knows this stream: ours are announced by their first frame, the peer's already are. */
   private announced: boolean;
+  /** Data frames this side sent on the stream, counted up to 2 (see MuxStreamHost.sendData). */
+  private dataFrames = 0;
   /** Order among streams waiting for a congested pipe. */
   priority: Priority = 'normal';
   /** Already in the host's queue for the pipe. */
@@ -194,8 +201,9 @@ export class MuxStream implements ChannelStream {
   }
 
   private sendData(chunk: Uint8Array): void {
-    this.host.sendData(this.id, chunk, !this.announced);
+    this.host.sendData(this.id, chunk, !this.announced, this.dataFrames === 1);
     this.announced = true;
+    if (this.dataFrames < 2) this.dataFrames++;
   }
 
   /**

@@ -9,8 +9,12 @@ import type { Refusal } from '../listener/refusal.js';
 
 /** The one ordered, message-preserving pipe a channel without native streams provides (a WebSocket, a relay). */
 export interface MessagePipe {
-  /** Queues one message for the peer, in order. */
-  send(message: Uint8Array): void;
+  /**
+   * Queues one message for the peer, in order. A pipe may batch the messages of one event-loop turn into one
+   * write (by turn and by a byte budget); `flushBefore` (a stream's second data frame) asks it to send what it
+   * batched so far now: a producer that writes a burst without waiting must not hold its first token.
+   */
+  send(message: Uint8Array, flushBefore?: boolean): void;
   /** Bytes queued in the transport but not yet handed to the OS. */
   readonly bufferedAmount: number;
   /** Closes the underlying connection. The transport then calls `pipeClosed`. */
@@ -222,9 +226,9 @@ export class MuxedChannel implements Channel, MuxStreamHost {
 
   // ---- MuxStreamHost -------------------------------------------------------------------------------------
 
-  sendData(id: number, chunk: Uint8Array, open: boolean): void {
+  sendData(id: number, chunk: Uint8Array, open: boolean, second: boolean): void {
     // Data waits for room below the high-water mark (MuxStream.write): no check of the peer's reading here.
-    if (!this.closeReason) this.pipe.send(encodeMuxFrame(open ? MuxFrameType.open : MuxFrameType.data, id, chunk));
+    if (!this.closeReason) this.pipe.send(encodeMuxFrame(open ? MuxFrameType.open : MuxFrameType.data, id, chunk), second);
   }
 
   /** Grants the peer `increment` more bytes on stream `id`. */

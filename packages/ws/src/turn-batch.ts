@@ -1,0 +1,51 @@
+import type { Duplex } from 'node:stream';
+
+/**
+ * Bytes of one turn's frames held in the corked socket before they are written anyway: a producer that writes
+ * a long burst without waiting sends it in pieces of about this size (a few TLS records each), not all at the
+ * end of its turn, while small frames still share writes.
+ */
+export const BATCH_BYTES = 32 * 1024;
+
+/**
+ * Frames of one event-loop turn share socket writes: the socket is corked at a turn's first frame and uncorked
+ * at the end of the turn, as soon as BATCH_BYTES are held, or before a stream's second data frame (`before(true)`):
+ * a unary call's message, its FIN and the other calls of the turn leave in one TLS record, while a stream that
+ * writes a burst sends its first token when it writes the second, not when its producer stops.
+ */
+export class TurnBatch {
+  private corked = false;
+  private endScheduled = false;
+  private heldBytes = 0;
+  private readonly endOfTurn = (): void => {
+    this.endScheduled = false;
+    this.flush();
+  };
+
+  constructor(private readonly raw: Duplex) {}
+
+  /** Before a frame is handed to the WebSocket: `flushBefore` sends what is held first; then the frame is held. */
+  before(flushBefore: boolean): void {
+    if (flushBefore) this.flush();
+    if (this.corked) return;
+    this.corked = true;
+    this.raw.cork();
+    if (!this.endScheduled) {
+      this.endScheduled = true;
+      process.nextTick(this.endOfTurn);
+    }
+  }
+
+  /** After it: write now once the batch reached its budget. */
+  after(bytes: number): void {
+    this.heldBytes += bytes;
+    if (this.heldBytes >= BATCH_BYTES) this.flush();
+  }
+
+  private flush(): void {
+    this.heldBytes = 0;
+    if (!this.corked) return;
+    this.corked = false;
+    this.raw.uncork();
+  }
+}

@@ -2,7 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PublicNetwork, RENDEZVOUS_IP, type LabNat } from './natlab/topology.js';
+import { buildForwarder } from '../../../benchmarks/netlab/lab.js';
+import { PublicNetwork, RENDEZVOUS_IP, type LabNat, type LinkImpairment } from './natlab/topology.js';
 
 /**
  * The NAT lab: real agents in network namespaces behind nftables NATs, a real rendezvous on the "public"
@@ -120,5 +121,50 @@ describe('NAT lab (network namespaces, as root)', () => {
     console.log(`relay -> direct upgrade during a 400-token stream: ${JSON.stringify(done.events)}`);
     await Promise.all([stop(server.child), stop(caller.child)]);
     net.removeSides();
+  });
+
+  /**
+   * First-byte time of a fresh caller over impaired links (20 ms one way and 1% loss on each side's link, 100
+   * Mbit/s), for the NAT pairs where the path is not obvious. Figures, not pass/fail bounds (they belong to the
+   * benchmark notes, docs/rendezvous.md): the test asserts which path carried the first call and that the punch
+   * keeps going beside the relay. NATLAB_RUNS sets the runs per pair (default 20).
+   */
+  it('impaired links: punch and relay race; every pair gets its first byte; the punch upgrades when it can', { timeout: 900_000 }, async () => {
+    const runs = Number(process.env.NATLAB_RUNS ?? 20);
+    const impair: LinkImpairment = { forwarder: await buildForwarder(), delayMs: 20, lossPercent: 1, rateMbit: 100 };
+    const pairs: Array<{ name: string; a: LabNat; b: LabNat; blockUdp?: boolean; awaitPunch?: boolean }> = [
+      { name: 'cone / cone', a: 'port-restricted', b: 'port-restricted' },
+      { name: 'cone / symmetric', a: 'port-restricted', b: 'symmetric' },
+      { name: 'symmetric / symmetric (random ports)', a: 'symmetric', b: 'symmetric' },
+      { name: 'symmetric / symmetric (sequential ports)', a: 'sequential', b: 'sequential', awaitPunch: true },
+      { name: 'cone / cone, UDP blocked', a: 'port-restricted', b: 'port-restricted', blockUdp: true },
+    ];
+    const table: string[] = ['', `| pair (20 ms / 1% each side, ${runs} fresh callers) | first byte p50 | p95 | max | first call over | punched in the end |`, '|---|---|---|---|---|---|'];
+    const results: Record<string, Array<{ ttfbMs: number; path: string; events: Array<{ path: string }> }>> = {};
+    for (const pair of pairs) {
+      const sideA = net.addSide(1, pair.a, impair);
+      const sideB = net.addSide(2, pair.b, impair);
+      await Promise.all([sideA.ready, sideB.ready]);
+      if (pair.blockUdp) sideB.blockUdpTo(sideA.wanIp, true);
+      const server = start(sideB.hostNs, here('natlab/lab-agent.ts'), [JSON.stringify({ mode: 'serve', rendezvous })]);
+      const ready = await server.next((v) => v.ready === true, 60_000);
+      const caller = start(sideA.hostNs, here('natlab/lab-agent.ts'), [JSON.stringify({ mode: 'measure', rendezvous, target: ready.id, runs, awaitPunch: pair.awaitPunch })]);
+      const rows: Array<{ ttfbMs: number; path: string; events: Array<{ path: string }> }> = [];
+      for (let i = 0; i < runs; i++) rows.push((await caller.next((v) => v.run === i, 60_000)) as never);
+      await Promise.all([stop(server.child), stop(caller.child)]);
+      net.removeSides();
+      results[pair.name] = rows;
+      const sorted = rows.map((r) => r.ttfbMs).sort((x, y) => x - y);
+      const at = (q: number): string => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!.toFixed(0);
+      const count = (path: string): number => rows.filter((r) => r.path === path).length;
+      const punchedInTheEnd = rows.filter((r) => r.events.some((e) => e.path === 'punched')).length;
+      table.push(`| ${pair.name} | ${at(0.5)} ms | ${at(0.95)} ms | ${sorted.at(-1)!.toFixed(0)} ms | ${['punched', 'relay', 'direct'].filter((p) => count(p) > 0).map((p) => `${p} ${count(p)}`).join(', ')} | ${punchedInTheEnd}/${runs} |`);
+    }
+    console.log(table.join('\n'));
+    for (const [name, rows] of Object.entries(results)) expect(rows, name).toHaveLength(runs); // every first call returned
+    // A firewall that drops UDP: the relay carries every first call (no punch can land).
+    expect(results['cone / cone, UDP blocked']!.every((r) => r.path === 'relay')).toBe(true);
+    // Between cone NATs the punch wins or upgrades the path in every run.
+    expect(results['cone / cone']!.every((r) => r.events.some((e) => e.path === 'punched'))).toBe(true);
   });
 });

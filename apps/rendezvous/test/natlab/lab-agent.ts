@@ -4,6 +4,10 @@
  *   { mode: 'call', rendezvous, target, tokens? }     calls the target by bare AgentId; prints what it measured
  * With `tokens`, the caller then streams that many tokens (10 ms apart), printing { streaming } after the first
  * and { done, … } at the end, with every path event seen meanwhile.
+ *   { mode: 'measure', rendezvous, target, runs }    `runs` times: a fresh caller agent (new identity, new port, so
+ *                                                    no pool, NAT mapping or punch history is reused) registers,
+ *                                                    then times its first call; prints { run, ttfbMs, path } each
+ *                                                    (with awaitPunch, a relayed run waits ≤ 3 s for the punch)
  */
 import { createAgent } from '@agentlink/core';
 import { reach, type PathEvent } from '@agentlink/nat';
@@ -11,15 +15,42 @@ import { quic } from '@agentlink/quic';
 import { webSocket } from '@agentlink/ws';
 
 interface Args {
-  mode: 'serve' | 'call';
+  mode: 'serve' | 'call' | 'measure';
   rendezvous: string;
   target?: string;
   tokens?: number;
   upgradeIntervalMs?: number;
+  runs?: number;
+  awaitPunch?: boolean;
+}
+
+async function waitFor(condition: () => boolean, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!condition() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
 }
 
 const args = JSON.parse(process.argv[2]!) as Args;
 const print = (value: unknown): boolean => process.stdout.write(`${JSON.stringify(value)}\n`);
+
+if (args.mode === 'measure') {
+  for (let run = 0; run < (args.runs ?? 1); run++) {
+    const q = quic({ port: 0, host: '0.0.0.0', idleTimeoutMs: 5000 });
+    const nat = reach({ rendezvous: args.rendezvous, quic: q, heartbeatMs: 1000, punchTimeoutMs: 2500, upgradeIntervalMs: 1000 });
+    const agent = await createAgent({ channels: [q, webSocket()], plugins: [nat], defaultTimeoutMs: 20_000 });
+    const events: PathEvent[] = [];
+    nat.on('path', (e) => events.push(e));
+    const started = performance.now();
+    await agent.send(args.target!, 'echo', 'first byte');
+    const ttfbMs = performance.now() - started;
+    const path = await agent.pathTo(args.target!);
+    // The punch may still be under way beside a relay that won: give it its budget, to see whether it lands.
+    if (args.awaitPunch && path.path === 'relay') await waitFor(() => events.some((e) => e.path === 'punched'), 3000);
+    print({ run, ttfbMs, path: path.path, nat: nat.nat?.type, events: events.map((e) => ({ path: e.path, ms: Math.round(e.ms) })) });
+    await agent.close();
+  }
+  print({ measured: true });
+  process.exit(0);
+}
 const q = quic({ port: 7000, host: '0.0.0.0', idleTimeoutMs: 5000 });
 const nat = reach({ rendezvous: args.rendezvous, quic: q, heartbeatMs: 1000, punchTimeoutMs: 2500, upgradeIntervalMs: args.upgradeIntervalMs ?? 1000 });
 const agent = await createAgent({ channels: [q, webSocket()], plugins: [nat], defaultTimeoutMs: 20_000 });

@@ -127,44 +127,53 @@ describe('NAT lab (network namespaces, as root)', () => {
    * First-byte time of a fresh caller over impaired links (20 ms one way and 1% loss on each side's link, 100
    * Mbit/s), for the NAT pairs where the path is not obvious. Figures, not pass/fail bounds (they belong to the
    * benchmark notes, docs/rendezvous.md): the test asserts which path carried the first call and that the punch
-   * keeps going beside the relay. NATLAB_RUNS sets the runs per pair (default 20).
+   * keeps going beside the relay. NATLAB_RUNS sets the runs per pair (default 20); NATLAB_PAIRS=<part of a name>
+   * measures only the pairs it names.
    */
   it('impaired links: punch and relay race; every pair gets its first byte; the punch upgrades when it can', { timeout: 900_000 }, async () => {
     const runs = Number(process.env.NATLAB_RUNS ?? 20);
     const impair: LinkImpairment = { forwarder: await buildForwarder(), delayMs: 20, lossPercent: 1, rateMbit: 100 };
-    const pairs: Array<{ name: string; a: LabNat; b: LabNat; blockUdp?: boolean; awaitPunch?: boolean }> = [
-      { name: 'cone / cone', a: 'port-restricted', b: 'port-restricted' },
+    const pairs: Array<{ name: string; a: LabNat; b: LabNat; blockUdp?: boolean; awaitPunch?: boolean; freshPair?: boolean }> = [
+      { name: 'cone / cone', a: 'port-restricted', b: 'port-restricted', awaitPunch: true },
       { name: 'cone / symmetric', a: 'port-restricted', b: 'symmetric' },
       { name: 'symmetric / symmetric (random ports)', a: 'symmetric', b: 'symmetric' },
-      { name: 'symmetric / symmetric (sequential ports)', a: 'sequential', b: 'sequential', awaitPunch: true },
+      // Fresh pairs: a long-lived server that answered many punches has moved its NAT's counter far past the mapping
+      // it registered, beyond what the crossing probes cover (the relay carries such pairs).
+      { name: 'symmetric / symmetric (sequential ports)', a: 'sequential', b: 'sequential', awaitPunch: true, freshPair: true },
       { name: 'cone / cone, UDP blocked', a: 'port-restricted', b: 'port-restricted', blockUdp: true },
     ];
     const table: string[] = ['', `| pair (20 ms / 1% each side, ${runs} fresh callers) | first byte p50 | p95 | max | first call over | punched in the end |`, '|---|---|---|---|---|---|'];
-    const results: Record<string, Array<{ ttfbMs: number; path: string; events: Array<{ path: string }> }>> = {};
+    const results: Record<string, Array<{ ttfbMs: number; path: string; upgraded: boolean }>> = {};
     for (const pair of pairs) {
+      if (process.env.NATLAB_PAIRS && !pair.name.includes(process.env.NATLAB_PAIRS)) continue; // one pair, when measuring by hand
       const sideA = net.addSide(1, pair.a, impair);
       const sideB = net.addSide(2, pair.b, impair);
       await Promise.all([sideA.ready, sideB.ready]);
       if (pair.blockUdp) sideB.blockUdpTo(sideA.wanIp, true);
-      const server = start(sideB.hostNs, here('natlab/lab-agent.ts'), [JSON.stringify({ mode: 'serve', rendezvous })]);
-      const ready = await server.next((v) => v.ready === true, 60_000);
-      const caller = start(sideA.hostNs, here('natlab/lab-agent.ts'), [JSON.stringify({ mode: 'measure', rendezvous, target: ready.id, runs, awaitPunch: pair.awaitPunch })]);
-      const rows: Array<{ ttfbMs: number; path: string; events: Array<{ path: string }> }> = [];
-      for (let i = 0; i < runs; i++) rows.push((await caller.next((v) => v.run === i, 60_000)) as never);
-      await Promise.all([stop(server.child), stop(caller.child)]);
+      const rows: Array<{ ttfbMs: number; path: string; upgraded: boolean }> = [];
+      // With freshPair, a new server per run too, on a new port, so neither NAT's state carries over.
+      for (let done = 0; done < runs; ) {
+        const batch = pair.freshPair ? 1 : runs;
+        const server = start(sideB.hostNs, here('natlab/lab-agent.ts'), [JSON.stringify({ mode: 'serve', rendezvous, port: pair.freshPair ? 0 : 7000 })]);
+        const ready = await server.next((v) => v.ready === true, 60_000);
+        const caller = start(sideA.hostNs, here('natlab/lab-agent.ts'), [JSON.stringify({ mode: 'measure', rendezvous, target: ready.id, runs: batch, awaitPunch: pair.awaitPunch })]);
+        for (let i = 0; i < batch; i++) rows.push((await caller.next((v) => v.run === i, 60_000)) as never);
+        await Promise.all([stop(server.child), stop(caller.child)]);
+        done += batch;
+      }
       net.removeSides();
       results[pair.name] = rows;
       const sorted = rows.map((r) => r.ttfbMs).sort((x, y) => x - y);
       const at = (q: number): string => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!.toFixed(0);
       const count = (path: string): number => rows.filter((r) => r.path === path).length;
-      const punchedInTheEnd = rows.filter((r) => r.events.some((e) => e.path === 'punched')).length;
+      const punchedInTheEnd = rows.filter((r) => r.upgraded).length;
       table.push(`| ${pair.name} | ${at(0.5)} ms | ${at(0.95)} ms | ${sorted.at(-1)!.toFixed(0)} ms | ${['punched', 'relay', 'direct'].filter((p) => count(p) > 0).map((p) => `${p} ${count(p)}`).join(', ')} | ${punchedInTheEnd}/${runs} |`);
     }
     console.log(table.join('\n'));
     for (const [name, rows] of Object.entries(results)) expect(rows, name).toHaveLength(runs); // every first call returned
     // A firewall that drops UDP: the relay carries every first call (no punch can land).
-    expect(results['cone / cone, UDP blocked']!.every((r) => r.path === 'relay')).toBe(true);
+    expect(results['cone / cone, UDP blocked']?.every((r) => r.path === 'relay') ?? true).toBe(true);
     // Between cone NATs the punch wins or upgrades the path in every run.
-    expect(results['cone / cone']!.every((r) => r.events.some((e) => e.path === 'punched'))).toBe(true);
+    expect(results['cone / cone']?.every((r) => r.upgraded) ?? true).toBe(true);
   });
 });

@@ -36,7 +36,7 @@ export interface ReachOptions {
   predictPorts?: number;
   /**
    * How long a punch likely to work (no symmetric NAT, no recent failure to that peer) runs alone before the relay
-   * starts beside it (default 500 ms; 0 races every punch with the relay). The first path carries the first call;
+   * starts beside it (default 200 ms; 0 races every punch with the relay). The first path carries the first call;
    * a punch that lands later upgrades the path.
    */
   relayHeadStartMs?: number;
@@ -118,7 +118,7 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
       paths: this.options.paths ?? ['direct', 'punch', 'relay'],
       directTimeoutMs: this.options.directTimeoutMs ?? 1500,
       upgradeIntervalMs: this.options.upgradeIntervalMs ?? 10_000,
-      relayHeadStartMs: this.options.relayHeadStartMs ?? 500,
+      relayHeadStartMs: this.options.relayHeadStartMs ?? 200,
     });
     agent.handle('nat.punch', (request: PunchRequest, ctx) => {
       this.fromRendezvous(ctx.peer);

@@ -15,7 +15,7 @@ const children: ChildProcess[] = [];
 
 function start(ns: string, script: string, args: string[]): { child: ChildProcess; next(match: (v: Record<string, unknown>) => boolean, ms?: number): Promise<Record<string, unknown>> } {
   const child = spawn('ip', ['netns', 'exec', ns, process.execPath, '--conditions=source', '--import', 'tsx', script, ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['pipe', 'pipe', 'pipe'],
   });
   children.push(child);
   const lines: Record<string, unknown>[] = [];
@@ -151,15 +151,23 @@ describe('NAT lab (network namespaces, as root)', () => {
       await Promise.all([sideA.ready, sideB.ready]);
       if (pair.blockUdp) sideB.blockUdpTo(sideA.wanIp, true);
       const rows: Array<{ ttfbMs: number; path: string; upgraded: boolean }> = [];
-      // With freshPair, a new server per run too, on a new port, so neither NAT's state carries over.
-      for (let done = 0; done < runs; ) {
-        const batch = pair.freshPair ? 1 : runs;
-        const server = start(sideB.hostNs, here('natlab/lab-agent.ts'), [JSON.stringify({ mode: 'serve', rendezvous, port: pair.freshPair ? 0 : 7000 })]);
-        const ready = await server.next((v) => v.ready === true, 60_000);
-        const caller = start(sideA.hostNs, here('natlab/lab-agent.ts'), [JSON.stringify({ mode: 'measure', rendezvous, target: ready.id, runs: batch, awaitPunch: pair.awaitPunch })]);
-        for (let i = 0; i < batch; i++) rows.push((await caller.next((v) => v.run === i, 60_000)) as never);
+      if (pair.freshPair) {
+        // A fresh server agent per run too, on a new port, so neither NAT's state carries over (in warm processes).
+        const server = start(sideB.hostNs, here('natlab/lab-agent.ts'), [JSON.stringify({ mode: 'serve-fresh', rendezvous })]);
+        const caller = start(sideA.hostNs, here('natlab/lab-agent.ts'), [JSON.stringify({ mode: 'measure', rendezvous, awaitPunch: pair.awaitPunch })]);
+        for (let i = 0; i < runs; i++) {
+          if (i > 0) server.child.stdin!.write('next\n');
+          const ready = await server.next((v) => v.ready === true, 60_000);
+          caller.child.stdin!.write(`${ready.id as string}\n`);
+          rows.push((await caller.next((v) => v.run === i, 60_000)) as never);
+        }
         await Promise.all([stop(server.child), stop(caller.child)]);
-        done += batch;
+      } else {
+        const server = start(sideB.hostNs, here('natlab/lab-agent.ts'), [JSON.stringify({ mode: 'serve', rendezvous })]);
+        const ready = await server.next((v) => v.ready === true, 60_000);
+        const caller = start(sideA.hostNs, here('natlab/lab-agent.ts'), [JSON.stringify({ mode: 'measure', rendezvous, target: ready.id, runs, awaitPunch: pair.awaitPunch })]);
+        for (let i = 0; i < runs; i++) rows.push((await caller.next((v) => v.run === i, 60_000)) as never);
+        await Promise.all([stop(server.child), stop(caller.child)]);
       }
       net.removeSides();
       results[pair.name] = rows;

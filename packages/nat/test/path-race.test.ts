@@ -287,3 +287,22 @@ describe('crossing probes between two sequential symmetric NATs', () => {
     expect(puncherOf(low!, 'cone').roleWith(theirs(high!, 'symmetric'))).toBe('single');
   });
 });
+
+describe('reach() options of the race', () => {
+  it('refuses a negative head start and more predicted ports than the ceiling, naming the option', async () => {
+    const { reach, MAX_PREDICT_PORTS } = await import('../src/index.js');
+    const base = { rendezvous: 'id@wss://127.0.0.1:1/agentlink', quic: {} as never };
+    expect(() => reach({ ...base, relayHeadStartMs: -1 })).toThrow(/relayHeadStartMs must be an integer/);
+    expect(() => reach({ ...base, predictPorts: MAX_PREDICT_PORTS + 1 })).toThrow(/predictPorts must be an integer in \[0, 32\]/);
+    expect(() => reach({ ...base, punchTimeoutMs: 0 })).toThrow(/punchTimeoutMs/);
+    const refused = (() => {
+      try {
+        reach({ ...base, relayHeadStartMs: 1.5 });
+      } catch (error) {
+        return (error as { code?: string }).code;
+      }
+    })();
+    expect(refused).toBe('INVALID_ARGUMENT');
+    expect(reach({ ...base, relayHeadStartMs: 0, predictPorts: MAX_PREDICT_PORTS }).name).toBe('nat');
+  });
+});

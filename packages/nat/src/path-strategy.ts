@@ -5,20 +5,31 @@ import type { NatDiscovery } from './nat-type.js';
 import type { Puncher } from './punch.js';
 import type { PeerRecord } from './record.js';
 import type { RelayPath } from './relay-path.js';
+import { PunchHistory } from './punch-history.js';
+
+/** Peers whose failed punches are remembered, and for how long (docs/security.md). */
+export const PUNCH_HISTORY_PEERS = 1024;
+export const PUNCH_HISTORY_MS = 10 * 60_000;
 
 export type PathKind = 'direct' | 'punch' | 'relay';
 
 export interface PathStrategyOptions {
   paths: ReadonlyArray<PathKind>;
   directTimeoutMs: number;
-  predictPorts: number;
   upgradeIntervalMs: number;
+  /**
+   * How long a punch that is likely to work (no symmetric NAT on either side, no recent failure to this peer)
+   * runs alone before the relay starts beside it; 0 races them from the start for every peer.
+   */
+  relayHeadStartMs: number;
 }
 
 /**
- * Which path to a peer, in which order: its direct candidates when it has no NAT (or shares ours), then a punch,
- * then the relay; punch and relay at once when a punch is unlikely to work; and while relayed, a punch now and
- * then to move to a direct path. Reports every path found.
+ * Which path to a peer, in which order: its direct candidates when it has no NAT (or shares ours), then a punch
+ * raced against the relay (happy-eyeballs style): the relay starts at once when either NAT is symmetric or an
+ * earlier punch to this peer failed, else after a short head start; the first path wins and carries the first
+ * call. A punch that lands after the relay upgrades the path (the pool moves new calls to it and retires the
+ * relay); one that fails is retried now and then while the peer is relayed. Reports every path found.
  */
 export class PathStrategy {
   private readonly upgrades = new Map<AgentId, NodeJS.Timeout>();
@@ -33,6 +44,7 @@ export class PathStrategy {
     private readonly report: (peer: AgentId, path: ChannelPath, channel: Channel) => void,
     private readonly closing: AbortSignal,
     private readonly options: PathStrategyOptions,
+    private readonly history: PunchHistory = new PunchHistory(PUNCH_HISTORY_PEERS, PUNCH_HISTORY_MS),
   ) {}
 
   /** A channel to `peer`, whose record is `theirs`; undefined when the peer's own dial reached us meanwhile. */
@@ -42,15 +54,10 @@ export class PathStrategy {
       const direct = await dialFirst(theirs.candidates, (url, s) => this.dialQuic(url, peer, s), this.options.directTimeoutMs, signal);
       if (direct) return this.found(peer, 'direct', direct);
     }
-    if (paths.includes('punch') && paths.includes('relay') && this.punchUnlikely(theirs)) return this.punchOrRelay(peer, signal);
-    const punched = paths.includes('punch') ? await this.puncher.punch(peer, signal) : undefined;
+    if (paths.includes('punch') && paths.includes('relay')) return this.race(peer, this.relayHeadStart(peer, theirs), signal);
+    const punched = paths.includes('punch') ? await this.punch(peer, signal) : undefined;
     if (punched) return this.found(peer, 'punched', punched);
-    // Our dial failed but the peer's reached us (we are the reachable side): the pool already has that channel.
-    const arrived = this.agent.channels(peer).find((c) => !c.isClosed && c.path !== 'relay');
-    if (arrived) {
-      this.report(peer, arrived.path ?? 'direct', arrived);
-      return undefined;
-    }
+    if (this.arrivedFromPeer(peer)) return undefined;
     if (!paths.includes('relay')) throw new AgentError('UNAVAILABLE', `no direct or punched path to ${peer}, and the relay is not allowed`);
     const relayed = await this.relay.open(peer, signal);
     if (paths.includes('punch')) this.scheduleUpgrade(peer);
@@ -59,6 +66,7 @@ export class PathStrategy {
 
   /** A channel the puncher found after the peer asked for it: to the pool, labelled. */
   punchedFromPeer(channel: Channel): void {
+    this.history.recordSuccess(channel.peer);
     this.context.onChannel(channel, 'punched');
   }
 
@@ -67,48 +75,97 @@ export class PathStrategy {
     this.upgrades.clear();
   }
 
+  /**
+   * How long the punch runs alone before the relay joins: not at all when a punch is unlikely to work soon — a
+   * symmetric NAT on either side (port prediction is a guess, and a random allocator defeats it) or a punch to
+   * this peer that failed lately (a firewall that drops UDP, say) — else the configured head start.
+   */
+  relayHeadStart(peer: AgentId, theirs: PeerRecord): number {
+    const symmetric = theirs.nat === 'symmetric' || this.nat()?.type === 'symmetric';
+    return symmetric || this.history.failedLately(peer) ? 0 : this.options.relayHeadStartMs;
+  }
+
   private found(peer: AgentId, path: ChannelPath, channel: Channel): Channel {
     channel.path = path;
     this.report(peer, path, channel);
     return channel;
   }
 
-  /**
-   * A symmetric NAT that allocates ports at random (its two STUN mappings far apart) defeats prediction; a
-   * punch then works only against a full-cone NAT, which STUN cannot tell from a port-restricted one.
-   */
-  private punchUnlikely(theirs: PeerRecord): boolean {
-    const ours = this.nat();
-    const random = (nat: string, delta: number): boolean => nat === 'symmetric' && Math.abs(delta) > this.options.predictPorts;
-    return (random(theirs.nat, theirs.portDelta) && ours?.type !== 'none') || (ours !== undefined && random(ours.type, ours.portDelta) && theirs.nat !== 'none');
+  /** A punch, remembered: a failure makes the next connection to this peer race the relay from the start. */
+  private async punch(peer: AgentId, signal: AbortSignal): Promise<Channel | undefined> {
+    const channel = await this.puncher.punch(peer, signal);
+    if (channel) this.history.recordSuccess(peer);
+    else if (!signal.aborted) this.history.recordFailure(peer);
+    return channel;
   }
 
-  /** Punch and relay at once; the first wins. A punch that lands after the relay upgrades the path. */
-  private punchOrRelay(peer: AgentId, signal: AbortSignal): Promise<Channel> {
+  /** Our dial failed but the peer's reached us (we are the reachable side): the pool already has that channel. */
+  private arrivedFromPeer(peer: AgentId): boolean {
+    const arrived = this.agent.channels(peer).find((c) => !c.isClosed && c.path !== 'relay');
+    if (arrived) this.report(peer, arrived.path ?? 'direct', arrived);
+    return arrived !== undefined;
+  }
+
+  /**
+   * Punch and relay; the first path wins. The relay starts after `headStartMs`, or at once when the punch fails
+   * sooner. The punch is never cancelled by the relay's win: when it lands later, the pool upgrades to it; when
+   * it fails, a retry is scheduled while the peer stays relayed.
+   */
+  private race(peer: AgentId, headStartMs: number, signal: AbortSignal): Promise<Channel | undefined> {
     return new Promise((resolve, reject) => {
       let settled = false;
-      const punch = this.puncher.punch(peer, signal).then(
+      let relayStarted = false;
+      let relayWon = false;
+      let punchFailed = false;
+      let punchError: unknown;
+      let relayError: unknown;
+      const settle = (outcome: () => void): boolean => {
+        if (settled) return false;
+        settled = true;
+        clearTimeout(headStart);
+        outcome();
+        return true;
+      };
+      const failIfBothFailed = (): void => {
+        if (punchFailed && relayError !== undefined) settle(() => reject(punchError ?? relayError));
+      };
+      const startRelay = (): void => {
+        if (relayStarted || settled) return;
+        relayStarted = true;
+        this.relay.open(peer, signal).then(
+          (channel) => {
+            if (!settle(() => resolve(this.found(peer, 'relay', channel)))) return void channel.close();
+            relayWon = true;
+            if (punchFailed) this.scheduleUpgrade(peer);
+          },
+          (error: unknown) => {
+            relayError = error;
+            failIfBothFailed();
+          },
+        );
+      };
+      const headStart = headStartMs > 0 ? setTimeout(startRelay, headStartMs) : undefined;
+      if (headStartMs <= 0) startRelay();
+      this.punch(peer, signal).then(
         (channel) => {
-          if (!channel) return;
-          if (!settled) {
-            settled = true;
-            return resolve(this.found(peer, 'punched', channel));
+          if (channel) {
+            if (settle(() => resolve(this.found(peer, 'punched', channel)))) return;
+            // The relay came first and carried the first call: new calls move to this direct path.
+            this.context.onChannel(channel, 'punched');
+            this.report(peer, 'punched', channel);
+            return;
           }
-          this.context.onChannel(channel, 'punched'); // the relay came first: new calls move to this direct path
-        },
-        () => undefined,
-      );
-      this.relay.open(peer, signal).then(
-        (channel) => {
-          if (settled) return void channel.close();
-          settled = true;
-          resolve(this.found(peer, 'relay', channel));
-          this.scheduleUpgrade(peer);
+          punchFailed = true;
+          if (!settled && this.arrivedFromPeer(peer)) return void settle(() => resolve(undefined));
+          if (relayWon) this.scheduleUpgrade(peer);
+          startRelay();
+          failIfBothFailed();
         },
         (error: unknown) => {
-          void punch.then(() => {
-            if (!settled) reject(error);
-          });
+          punchFailed = true;
+          punchError = error; // aborted: the relay, if started, sees the same signal
+          if (!relayStarted) settle(() => reject(error));
+          failIfBothFailed();
         },
       );
     });
@@ -127,7 +184,7 @@ export class PathStrategy {
       this.upgrades.delete(peer);
       const open = this.agent.channels(peer).filter((c) => !c.isClosed);
       if (open.length === 0 || open.some((c) => c.path !== 'relay')) return; // gone, or already direct
-      const channel = await this.puncher.punch(peer, this.closing).catch(() => undefined);
+      const channel = await this.punch(peer, this.closing).catch(() => undefined);
       if (channel) {
         this.context.onChannel(channel, 'punched');
         this.report(peer, 'punched', channel);

@@ -2,14 +2,24 @@ import type { AgentId } from '@agentlink/core';
 import type { Channel } from '@agentlink/core/transport';
 import { dialFirst } from './dial-first.js';
 import type { PunchCoordinator } from './discovery.js';
-import { punchTargets } from './port-prediction.js';
-import { verifyRecord, type PeerRecord, type SignedRecord } from './record.js';
+import { punchTargets, type PredictionRole } from './port-prediction.js';
+import { verifyRecord, type NatType, type PeerRecord, type SignedRecord } from './record.js';
+
+/** Punches the rendezvous may ask of us at once, and the ceiling of predicted ports (docs/security.md). */
+export const MAX_ANSWERS_IN_FLIGHT = 8;
+export const MAX_PREDICT_PORTS = 32;
 
 export interface PunchOptions {
   /** Budget of one attempt, port prediction included. */
   timeoutMs: number;
-  /** Ports tried beyond a symmetric NAT's last mapping. */
+  /** Ports tried beyond a symmetric NAT's last mapping (twice as many by one side when both NATs are symmetric). */
   predictPorts: number;
+}
+
+/** Who we are and what our NAT looks like now: both sides of a symmetric pair must pick opposite probe roles. */
+export interface PuncherSelf {
+  id: AgentId;
+  nat: () => NatType | undefined;
 }
 
 /** What the rendezvous sends the target of a punch: who is dialling it, and that agent's record. */
@@ -21,16 +31,20 @@ export interface PunchRequest {
 /**
  * Hole punching: both agents dial each other at the same moment from their QUIC sockets (the coordinator tells
  * the other side), so each NAT sees outgoing packets before the peer's arrive. Against a symmetric NAT the ports
- * it is likely to map next are tried too (port prediction).
+ * it is likely to map next are tried too (port prediction), crossing probes from both sides when both NATs are
+ * symmetric. Every dial shares one budget (`timeoutMs`); the first channel wins and the rest are cancelled.
  */
 export class Puncher {
   /** Peers we are punching with, until when: a QUIC channel from them meanwhile came through the punch. */
   private readonly punching = new Map<AgentId, number>();
+  /** Peers whose punch request we are answering: one at a time each, and MAX_ANSWERS_IN_FLIGHT in all. */
+  private readonly answering = new Set<AgentId>();
 
   constructor(
     private readonly coordinator: PunchCoordinator,
     private readonly dial: (url: string, peer: AgentId, signal: AbortSignal) => Promise<Channel>,
     private readonly options: PunchOptions,
+    private readonly self?: PuncherSelf,
   ) {}
 
   /** Asks the coordinator to have `peer` dial us now, and dials it at the same time. Undefined when it fails. */
@@ -50,8 +64,21 @@ export class Puncher {
   async answer(request: PunchRequest, signal: AbortSignal): Promise<Channel | undefined> {
     const theirs = verifyRecord(request.record);
     if (theirs.agentId !== request.peer) return undefined;
-    this.expect(theirs.agentId);
-    return this.dialBoth(theirs, signal);
+    // Bounded: a peer that asks again while we answer it, or more peers than the ceiling at once, get nothing.
+    if (this.answering.has(theirs.agentId) || this.answering.size >= MAX_ANSWERS_IN_FLIGHT) return undefined;
+    this.answering.add(theirs.agentId);
+    try {
+      this.expect(theirs.agentId);
+      return await this.dialBoth(theirs, signal);
+    } finally {
+      this.answering.delete(theirs.agentId);
+    }
+  }
+
+  /** Which probes we send: crossing ones when both NATs are symmetric (port-prediction.ts), by AgentId order. */
+  roleWith(theirs: PeerRecord): PredictionRole {
+    if (theirs.nat !== 'symmetric' || this.self?.nat() !== 'symmetric') return 'single';
+    return this.self.id < theirs.agentId ? 'wide' : 'sparse';
   }
 
   /** Whether a QUIC channel from `peer` that arrives now came through a punch (either side may keep the other's dial). */
@@ -68,7 +95,7 @@ export class Puncher {
   }
 
   private dialBoth(theirs: PeerRecord, signal: AbortSignal): Promise<Channel | undefined> {
-    const targets = punchTargets(theirs, this.options.predictPorts);
+    const targets = punchTargets(theirs, Math.min(this.options.predictPorts, MAX_PREDICT_PORTS), this.roleWith(theirs));
     return dialFirst(targets, (url, s) => this.dial(url, theirs.agentId, s), this.options.timeoutMs, signal);
   }
 }

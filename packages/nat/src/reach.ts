@@ -11,7 +11,7 @@ import type { Channel, ChannelStream, ListenContext } from '@agentlink/core/tran
 import type { quic } from '@agentlink/quic';
 import { discoverNat, localAddresses, type NatDiscovery } from './nat-type.js';
 import { PathStrategy, urlHost, type PathKind } from './path-strategy.js';
-import { Puncher, type PunchRequest } from './punch.js';
+import { MAX_PREDICT_PORTS, Puncher, type PunchRequest } from './punch.js';
 import { signRecord, type PeerRecord } from './record.js';
 import { RelayPath } from './relay-path.js';
 import { RendezvousClient } from './rendezvous-client.js';
@@ -32,8 +32,14 @@ export interface ReachOptions {
   punchTimeoutMs?: number;
   /** Budget of the direct attempt at a peer without NAT (default 1.5 s). */
   directTimeoutMs?: number;
-  /** Ports tried beyond a symmetric NAT's last mapping (default 8). */
+  /** Ports tried beyond a symmetric NAT's last mapping (default 8, at most 32; twice that by one side when both NATs are symmetric). */
   predictPorts?: number;
+  /**
+   * How long a punch likely to work (no symmetric NAT, no recent failure to that peer) runs alone before the relay
+   * starts beside it (default 200 ms; 0 races every punch with the relay). The first path carries the first call;
+   * a punch that lands later upgrades the path.
+   */
+  relayHeadStartMs?: number;
   /** While relayed, how often a direct path is tried again (default 10 s). */
   upgradeIntervalMs?: number;
   /** The ways to try, in this order (default all three); e.g. `['relay']` to test the relay, or no relay. */
@@ -79,6 +85,9 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
     if (!Array.isArray(list) || list.length === 0 || !list.every((r) => typeof r === 'string')) {
       throw new AgentError('INVALID_ARGUMENT', 'rendezvous must be an address or a non-empty list of addresses');
     }
+    for (const name of ['heartbeatMs', 'punchTimeoutMs', 'directTimeoutMs', 'upgradeIntervalMs'] as const) checkInteger(name, options[name], 1);
+    checkInteger('relayHeadStartMs', options.relayHeadStartMs, 0);
+    checkInteger('predictPorts', options.predictPorts, 0, MAX_PREDICT_PORTS);
   }
 
   get nat(): NatDiscovery | undefined {
@@ -103,13 +112,13 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
       this.options.quic.dial(new URL(url), { ...this.context, expectedPeer: peer, signal });
     const punchTimeoutMs = this.options.punchTimeoutMs ?? 3000;
     const predictPorts = this.options.predictPorts ?? 8;
-    this.puncher = new Puncher(this.rendezvous, dialQuic, { timeoutMs: punchTimeoutMs, predictPorts });
+    this.puncher = new Puncher(this.rendezvous, dialQuic, { timeoutMs: punchTimeoutMs, predictPorts }, { id: agent.id, nat: () => this.discovery?.type });
     this.relayPath = new RelayPath(this.rendezvous, context);
     this.strategy = new PathStrategy(agent, context, this.puncher, this.relayPath, dialQuic, () => this.discovery, this.reportPath, this.closing.signal, {
       paths: this.options.paths ?? ['direct', 'punch', 'relay'],
       directTimeoutMs: this.options.directTimeoutMs ?? 1500,
-      predictPorts,
       upgradeIntervalMs: this.options.upgradeIntervalMs ?? 10_000,
+      relayHeadStartMs: this.options.relayHeadStartMs ?? 200,
     });
     agent.handle('nat.punch', (request: PunchRequest, ctx) => {
       this.fromRendezvous(ctx.peer);
@@ -226,6 +235,14 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
    */
   pathOf(channel: Channel): ChannelPath | undefined {
     return channel.kind === 'quic' && this.puncher?.isPunching(channel.peer) ? 'punched' : undefined;
+  }
+}
+
+/** Per-option validation (as core's options helpers do): an integer in [min, max], or absent. */
+function checkInteger(name: string, value: number | undefined, min: number, max = Number.MAX_SAFE_INTEGER): void {
+  if (value === undefined) return;
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    throw new AgentError('INVALID_ARGUMENT', `${name} must be an integer in [${min}, ${max}], got ${String(value)}`);
   }
 }
 

@@ -4,23 +4,89 @@
  *   { mode: 'call', rendezvous, target, tokens? }     calls the target by bare AgentId; prints what it measured
  * With `tokens`, the caller then streams that many tokens (10 ms apart), printing { streaming } after the first
  * and { done, … } at the end, with every path event seen meanwhile.
+ *   { mode: 'measure', rendezvous, target, runs }    `runs` times: a fresh caller agent (new identity, new port, so
+ *                                                    no pool, NAT mapping or punch history is reused) registers,
+ *                                                    then times its first call; prints { run, ttfbMs, path } each
+ *                                                    (with awaitPunch, a relayed run waits ≤ 3 s for the punch);
+ *                                                    without `runs`, one run per target AgentId read from stdin
+ *   { mode: 'serve-fresh', rendezvous }              serves echo from a fresh agent (new identity, new port); each
+ *                                                    stdin line replaces it with another; prints { ready, id }
  */
-import { createAgent } from '@agentlink/core';
+import { createInterface } from 'node:readline';
+import { createAgent, type Agent } from '@agentlink/core';
 import { reach, type PathEvent } from '@agentlink/nat';
 import { quic } from '@agentlink/quic';
 import { webSocket } from '@agentlink/ws';
 
 interface Args {
-  mode: 'serve' | 'call';
+  mode: 'serve' | 'serve-fresh' | 'call' | 'measure';
   rendezvous: string;
   target?: string;
   tokens?: number;
   upgradeIntervalMs?: number;
+  runs?: number;
+  awaitPunch?: boolean;
+  /** The QUIC port (default 7000, which a full-cone router forwards); 0 gives a fresh NAT mapping each start. */
+  port?: number;
+}
+
+async function waitFor(condition: () => boolean, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!condition() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
 }
 
 const args = JSON.parse(process.argv[2]!) as Args;
 const print = (value: unknown): boolean => process.stdout.write(`${JSON.stringify(value)}\n`);
-const q = quic({ port: 7000, host: '0.0.0.0', idleTimeoutMs: 5000 });
+
+/** One first call from a fresh caller agent (new identity, new port: no pool, NAT mapping or punch history reused). */
+async function measureOnce(run: number, target: string): Promise<void> {
+  const q = quic({ port: 0, host: '0.0.0.0', idleTimeoutMs: 5000 });
+  const nat = reach({ rendezvous: args.rendezvous, quic: q, heartbeatMs: 1000, punchTimeoutMs: 2500, upgradeIntervalMs: 1000 });
+  const agent = await createAgent({ channels: [q, webSocket()], plugins: [nat], defaultTimeoutMs: 20_000 });
+  const events: PathEvent[] = [];
+  nat.on('path', (e) => events.push(e));
+  const started = performance.now();
+  await agent.send(target, 'echo', 'first byte');
+  const ttfbMs = performance.now() - started;
+  const path = await agent.pathTo(target);
+  // The punch may still be under way beside a relay that won: give it its budget, to see whether it lands.
+  // Either side's dial may be the one that lands (the other's then arrives as an incoming channel).
+  const direct = () => agent.channels(target).some((c) => !c.isClosed && c.path !== 'relay');
+  if (args.awaitPunch && path.path === 'relay') await waitFor(direct, 3000);
+  print({ run, ttfbMs, path: path.path, upgraded: direct(), nat: nat.nat?.type, events: events.map((e) => ({ path: e.path, ms: Math.round(e.ms) })) });
+  await agent.close();
+}
+
+/** A serving agent on a fresh port (so a fresh NAT mapping) and identity; `serve-fresh` makes one per stdin line. */
+async function serveFresh(): Promise<Agent> {
+  const q = quic({ port: 0, host: '0.0.0.0', idleTimeoutMs: 5000 });
+  const nat = reach({ rendezvous: args.rendezvous, quic: q, heartbeatMs: 1000, punchTimeoutMs: 2500, upgradeIntervalMs: 1000 });
+  const agent = await createAgent({ channels: [q, webSocket()], plugins: [nat], defaultTimeoutMs: 20_000 });
+  agent.handle('echo', (x: unknown) => x);
+  print({ ready: true, id: agent.id, nat: nat.nat?.type });
+  return agent;
+}
+
+if (args.mode === 'measure') {
+  if (args.runs === undefined) {
+    // One run per target read from stdin: the test starts a fresh server for each (warm processes on both sides).
+    let run = 0;
+    for await (const line of createInterface({ input: process.stdin })) await measureOnce(run++, line.trim());
+  } else {
+    for (let run = 0; run < args.runs; run++) await measureOnce(run, args.target!);
+  }
+  print({ measured: true });
+  process.exit(0);
+}
+if (args.mode === 'serve-fresh') {
+  let current = await serveFresh();
+  for await (const _line of createInterface({ input: process.stdin })) {
+    await current.close();
+    current = await serveFresh();
+  }
+  process.exit(0);
+}
+const q = quic({ port: args.port ?? 7000, host: '0.0.0.0', idleTimeoutMs: 5000 });
 const nat = reach({ rendezvous: args.rendezvous, quic: q, heartbeatMs: 1000, punchTimeoutMs: 2500, upgradeIntervalMs: args.upgradeIntervalMs ?? 1000 });
 const agent = await createAgent({ channels: [q, webSocket()], plugins: [nat], defaultTimeoutMs: 20_000 });
 

@@ -15,6 +15,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { writeHeapSnapshot } from 'node:v8';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createAgent, type Agent, type Transport } from '@agentlink/core';
 import { http2 } from '@agentlink/http2';
@@ -52,8 +53,14 @@ async function collect(): Promise<Memory> {
 async function serve(channel: Channel): Promise<void> {
   const agent = await createAgent({ channels: [transport(channel, true)] });
   agent.handle('echo', (body: unknown) => body);
+  let readings = 0;
   process.on('message', (message) => {
-    if (message === 'memory') void collect().then((memory) => process.send!({ memory }));
+    if (message !== 'memory') return;
+    void collect().then((memory) => {
+      // A diagnosing aid: where the JS heap per peer goes (compare the two snapshots, before and with the peers).
+      if (process.env.IDLE_PEERS_HEAP_SNAPSHOT) writeHeapSnapshot(`${process.env.IDLE_PEERS_HEAP_SNAPSHOT}.${++readings}`);
+      process.send!({ memory });
+    });
   });
   process.on('disconnect', () => void agent.close().then(() => process.exit(0)));
   process.send!({ address: agent.addresses[0] });
@@ -64,8 +71,8 @@ async function clients(channel: Channel, address: string, count: number): Promis
   const agents: Agent[] = [];
   process.on('disconnect', () => void Promise.allSettled(agents.map((a) => a.close())).then(() => process.exit(0)));
   try {
-    for (let i = 0; i < count; i++) agents.push(await createAgent({ channels: [transport(channel, false)] }));
-    // 25 dials at a time: a thousand TLS handshakes at once on two cores ran into handshake deadlines.
+    for (let i = 0; i < count; i++) agents.push(await createAgent({ channels: [transport(channel, false)], connectTimeoutMs: 60_000 }));
+    // 25 dials at a time, each given a minute: on a loaded two-core machine a 10 s connect deadline was missed.
     for (let i = 0; i < agents.length; i += 25) {
       await Promise.all(agents.slice(i, i + 25).map((agent) => agent.ping(address, { timeoutMs: 60_000 })));
     }

@@ -16,6 +16,7 @@ mod live;
 mod raw_socket;
 mod reset_key;
 mod stream;
+mod stream_credit;
 #[cfg(test)]
 mod test_support;
 mod tls;

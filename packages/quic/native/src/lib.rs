@@ -20,6 +20,7 @@ mod stream_credit;
 #[cfg(test)]
 mod test_support;
 mod tls;
+mod trim;
 
 use napi_derive::napi;
 

@@ -36,7 +36,8 @@ const LIMITS = { maxConnections: 100_000, maxConnectionsPerIp: 100_000, newConne
 
 function transport(channel: Channel, serving: boolean): Transport {
   const listen = serving ? { port: 0, host: '127.0.0.1', limits: LIMITS } : {};
-  return channel === 'quic' ? quic(listen) : channel === 'http2' ? http2(listen) : webSocket(listen);
+  // http2 bounds its own handshake (5 s by default): a loaded machine missed it, as the agent's connect deadline.
+  return channel === 'quic' ? quic(listen) : channel === 'http2' ? http2({ ...listen, connectTimeoutMs: 60_000 }) : webSocket(listen);
 }
 
 async function collect(): Promise<Memory> {

@@ -7,6 +7,7 @@ use crate::admission::Admitted;
 use crate::errors::{coded, connection_error};
 use crate::live::{Live, CONNECTIONS};
 use crate::stream::QuicStream;
+use crate::stream_credit::StreamCredit;
 
 #[napi(object)]
 pub struct ConnectionStats {
@@ -31,10 +32,13 @@ pub struct QuicConnection {
     live: std::sync::Mutex<Option<Live>>,
     /// An accepted connection's place in the listener limits, given back on `release` (or when collected).
     admitted: std::sync::Mutex<Option<Admitted>>,
+    /// Streams the peer may open, granted as it uses them (see stream_credit.rs).
+    credit: std::sync::Arc<StreamCredit>,
 }
 
 impl QuicConnection {
-    pub fn new(connection: Connection, peer_key: [u8; 32]) -> Self {
+    /// `max_streams`: the most streams the peer may hold open at once (the endpoint's limit).
+    pub fn new(connection: Connection, peer_key: [u8; 32], max_streams: u32) -> Self {
         Self {
             // An IPv4 peer of a dual-stack socket shows as its IPv4 address, not as ::ffff:a.b.c.d.
             remote_address: {
@@ -46,11 +50,12 @@ impl QuicConnection {
             peer_key,
             live: std::sync::Mutex::new(Some(Live::new(&CONNECTIONS))),
             admitted: std::sync::Mutex::new(None),
+            credit: StreamCredit::new(max_streams),
         }
     }
 
-    pub fn accepted(connection: Connection, peer_key: [u8; 32], admitted: Admitted) -> Self {
-        let this = Self::new(connection, peer_key);
+    pub fn accepted(connection: Connection, peer_key: [u8; 32], max_streams: u32, admitted: Admitted) -> Self {
+        let this = Self::new(connection, peer_key, max_streams);
         *this.admitted.lock().unwrap_or_else(|e| e.into_inner()) = Some(admitted);
         this
     }
@@ -101,8 +106,13 @@ impl QuicConnection {
     /// The next stream the peer opened, or null once the connection is closed (see `closed`).
     #[napi]
     pub async fn accept_stream(&self) -> Option<QuicStream> {
-        let (send, recv) = self.get().ok()?.accept_bi().await.ok()?;
-        Some(QuicStream::new(send, recv))
+        let connection = self.get().ok()?;
+        let (send, recv) = connection.accept_bi().await.ok()?;
+        let (slot, grant) = self.credit.opened();
+        if let Some(limit) = grant {
+            connection.set_max_concurrent_bi_streams(VarInt::from_u32(limit));
+        }
+        Some(QuicStream::accepted(send, recv, slot))
     }
 
     /// Closes with an application code and reason; every stream fails at once.

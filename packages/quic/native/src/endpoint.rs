@@ -15,6 +15,7 @@ use crate::errors::{coded, connection_error};
 use crate::listener::{self, Accepted, RefusalEvent, REFUSAL_QUEUE};
 use crate::raw_socket::{RawDatagram, SplittingSocket, RAW_QUEUE};
 use crate::reset_key::endpoint_config;
+use crate::stream_credit::StreamCredit;
 use crate::tls::{self, Credentials};
 
 #[napi(object)]
@@ -34,7 +35,7 @@ pub struct EndpointOptions {
     /// Per-stream and per-connection receive windows in bytes (defaults 2 MiB; 64 MiB dialed, 16 MiB accepted).
     pub stream_window: Option<u32>,
     pub connection_window: Option<u32>,
-    /// Streams a peer may have open at once (default 1024).
+    /// Streams a peer may have open at once (default 1024), granted as it uses them (see stream_credit.rs).
     pub max_streams: Option<u32>,
     /// Congestion controller: "bbr" (default), "cubic" or "newreno" (see congestion.rs).
     pub congestion: Option<String>,
@@ -75,6 +76,8 @@ pub struct QuicEndpoint {
     refusals: Mutex<mpsc::Receiver<RefusalEvent>>,
     raw: Mutex<mpsc::Receiver<RawDatagram>>,
     closed: watch::Sender<bool>,
+    /// Streams a peer may hold open at once; each connection grants them as they are used (stream_credit.rs).
+    max_streams: u32,
 }
 
 const SOCKET_BUFFER: usize = 4 * 1024 * 1024;
@@ -103,10 +106,17 @@ fn transport_config(options: &EndpointOptions, default_connection_window: u32) -
         .stream_receive_window(VarInt::from_u32(options.stream_window.unwrap_or(2 * 1024 * 1024)))
         .receive_window(VarInt::from_u32(options.connection_window.unwrap_or(default_connection_window)))
         .send_window(options.connection_window.unwrap_or(default_connection_window) as u64)
-        .max_concurrent_bidi_streams(VarInt::from_u32(options.max_streams.unwrap_or(1024)))
+        // The first grant only: quinn allocates per stream granted, whether used or not (see stream_credit.rs).
+        .max_concurrent_bidi_streams(VarInt::from_u32(StreamCredit::initial(max_streams(options))))
         .max_concurrent_uni_streams(VarInt::from_u32(0))
         .congestion_controller_factory(congestion::controller_factory(options.congestion.as_deref()).map_err(|e| coded("INVALID_ARGUMENT", e))?);
     Ok(config)
+}
+
+const DEFAULT_MAX_STREAMS: u32 = 1024;
+
+fn max_streams(options: &EndpointOptions) -> u32 {
+    options.max_streams.unwrap_or(DEFAULT_MAX_STREAMS)
 }
 
 fn limits(options: &EndpointOptions) -> Limits {
@@ -168,6 +178,7 @@ pub async fn bind_endpoint(options: EndpointOptions) -> Result<QuicEndpoint> {
         refusals: Mutex::new(refusals_rx),
         raw: Mutex::new(raw_rx),
         closed: watch::channel(false).0,
+        max_streams: max_streams(&options),
     })
 }
 
@@ -223,6 +234,7 @@ async fn handshake(
     endpoint: quinn::Endpoint,
     credentials: Arc<Credentials>,
     transport: Arc<TransportConfig>,
+    max_streams: u32,
     host: String,
     port: u32,
     expected: [u8; 32],
@@ -242,7 +254,7 @@ async fn handshake(
         Ok(Ok(connection)) => connection,
     };
     let key = tls::peer_key(&connection).ok_or_else(missing_key)?;
-    Ok(QuicConnection::new(connection, key))
+    Ok(QuicConnection::new(connection, key, max_streams))
 }
 
 /// A dial in progress. `cancel` drops its handshake (quinn closes it), and closes and releases a connection
@@ -293,7 +305,7 @@ impl QuicEndpoint {
     pub fn dial(&self, host: String, port: u32, expected_key: Buffer, timeout_ms: u32) -> Result<Dial> {
         let expected: [u8; 32] = expected_key.as_ref().try_into().map_err(|_| coded("INVALID_ARGUMENT", "expected key must be 32 bytes"))?;
         let (sender, receiver) = oneshot::channel();
-        let work = handshake(self.endpoint.clone(), self.credentials.clone(), self.transport.clone(), host, port, expected, timeout_ms);
+        let work = handshake(self.endpoint.clone(), self.credentials.clone(), self.transport.clone(), self.max_streams, host, port, expected, timeout_ms);
         let task = napi::bindgen_prelude::spawn(async move {
             // Nobody waiting any more (the dial was cancelled as it completed): the connection is dropped, which
             // closes it.
@@ -314,7 +326,7 @@ impl QuicEndpoint {
         let mut closed = self.closed.subscribe();
         let mut incoming = self.incoming.lock().await;
         tokio::select! {
-            accepted = incoming.recv() => accepted.map(|a| QuicConnection::accepted(a.connection, a.peer_key, a.admitted)),
+            accepted = incoming.recv() => accepted.map(|a| QuicConnection::accepted(a.connection, a.peer_key, self.max_streams, a.admitted)),
             _ = closed.wait_for(|c| *c) => None,
         }
     }

@@ -16,9 +16,11 @@ mod live;
 mod raw_socket;
 mod reset_key;
 mod stream;
+mod stream_credit;
 #[cfg(test)]
 mod test_support;
 mod tls;
+mod trim;
 
 use napi_derive::napi;
 

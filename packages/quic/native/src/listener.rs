@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use crate::admission::{Admission, Admitted};
 use crate::handshake::{classify, HandshakeFailure};
 use crate::tls::{self, Credentials};
+use crate::trim::Trimmer;
 
 /// Refusal reports waiting for JavaScript; more are dropped rather than queued without bound (a flood of
 /// refusals must not cost memory; JavaScript drains the queue on every turn of its event loop).
@@ -66,6 +67,7 @@ pub async fn accept_loop(
     refusals: mpsc::Sender<RefusalEvent>,
 ) {
     let handshake_timeout = admission.limits().handshake_timeout;
+    let trimmer = Arc::new(Trimmer::spawn());
     while let Some(incoming) = endpoint.accept().await {
         let remote = incoming.remote_address();
         let admitted = match admission.admit(remote.ip()) {
@@ -86,7 +88,9 @@ pub async fn accept_loop(
         };
         let established = established.clone();
         let refusals = refusals.clone();
+        let trimmer = trimmer.clone();
         tokio::spawn(async move {
+            let _trim_after = TrimAfter(&trimmer);
             // On timeout the handshake is dropped, which closes it; its place in the limits goes with `admitted`.
             let failure = match tokio::time::timeout(handshake_timeout, connecting).await {
                 Err(_) => (
@@ -109,6 +113,15 @@ pub async fn accept_loop(
             drop(admitted); // the place is free before anyone hears of the refusal
             report(&refusals, RefusalEvent { stage: "handshake", reason: failure.reason(), remote, detail });
         });
+    }
+}
+
+/// Tells the trimmer when a handshake task ends, however it ends.
+struct TrimAfter<'a>(&'a Trimmer);
+
+impl Drop for TrimAfter<'_> {
+    fn drop(&mut self) {
+        self.0.handshake_done();
     }
 }
 

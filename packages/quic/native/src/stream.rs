@@ -12,6 +12,7 @@ use tokio::sync::{watch, Mutex};
 
 use crate::errors::{coded, read_error, write_error};
 use crate::live::{Live, STREAMS};
+use crate::stream_credit::StreamSlot;
 
 #[napi]
 pub struct QuicStream {
@@ -23,6 +24,8 @@ pub struct QuicStream {
     /// The code of a RESET_STREAM asked by `reset` (not `cancel`, whose send half is finished on purpose).
     hard_reset: std::sync::Mutex<Option<u32>>,
     live: std::sync::Mutex<Option<Live>>,
+    /// A stream the peer opened holds its place in the peer's grant until released (see stream_credit.rs).
+    slot: std::sync::Mutex<Option<StreamSlot>>,
 }
 
 /// Chunks received and not yet handed to JavaScript: gathered first, so the bytes are copied once into a
@@ -82,7 +85,14 @@ impl QuicStream {
             reset: watch::channel(None).0,
             hard_reset: std::sync::Mutex::new(None),
             live: std::sync::Mutex::new(Some(Live::new(&STREAMS))),
+            slot: std::sync::Mutex::new(None),
         }
+    }
+
+    pub fn accepted(send: SendStream, recv: RecvStream, slot: StreamSlot) -> Self {
+        let this = Self::new(send, recv);
+        *this.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(slot);
+        this
     }
 
     fn locally_reset(&self) -> Option<u32> {
@@ -245,6 +255,9 @@ impl QuicStream {
     pub fn release(&self) {
         if let Some(live) = self.live.lock().ok().and_then(|mut l| l.take()) {
             live.release();
+        }
+        if let Ok(mut slot) = self.slot.lock() {
+            slot.take();
         }
         // A reset that had to wait for a lock runs in a task of its own, which this one may overtake: dropping a
         // send half that was not reset makes quinn *finish* it, so the peer would read a clean end (seen: 1 of 200

@@ -69,20 +69,31 @@ async function compare(builds: string[], channel: string, rounds: number, callsP
     calls.push(() => client.send(address, 'echo', payload));
   }
   const perCall: number[][] = builds.map(() => []);
+  /** CPU time per call (process.cpuUsage, every thread): steadier than wall time when the host is contended. */
+  const cpuPerCall: number[][] = builds.map(() => []);
   // Rounds 0 and 1 warm every build up; each round starts with the next build.
   for (let round = 0; round < rounds + 2; round++) {
     for (let turn = 0; turn < builds.length; turn++) {
       const index = (round + turn) % builds.length;
       const started = performance.now();
+      const cpu = process.cpuUsage();
       for (let i = 0; i < callsPerRound; i++) await calls[index]!();
-      if (round >= 2) perCall[index]!.push(((performance.now() - started) * 1000) / callsPerRound);
+      const used = process.cpuUsage(cpu);
+      if (round >= 2) {
+        perCall[index]!.push(((performance.now() - started) * 1000) / callsPerRound);
+        cpuPerCall[index]!.push((used.user + used.system) / callsPerRound);
+      }
     }
   }
   console.log(`${channel}, 1 KB echo, caller and handler in one process; ${rounds} rounds of ${callsPerRound} calls per build`);
-  console.log('| build | µs per call (median) | × first build (median of per-round ratios) |\n|---|---|---|');
+  console.log('| build | µs per call (median) | × first build (median of per-round ratios) | CPU µs per call | × first build (CPU) |\n|---|---|---|---|---|');
   for (const [index, name] of builds.entries()) {
     const ratios = perCall[index]!.map((us, round) => us / perCall[0]![round]!);
-    console.log(`| ${name} | ${median(perCall[index]!).toFixed(1)} | ${median(ratios).toFixed(3)} |`);
+    const cpuRatios = cpuPerCall[index]!.map((us, round) => us / cpuPerCall[0]![round]!);
+    const spread = (values: number[]): string => `${Math.min(...values).toFixed(3)}–${Math.max(...values).toFixed(3)}`;
+    console.log(
+      `| ${name} | ${median(perCall[index]!).toFixed(1)} | ${median(ratios).toFixed(3)} (${spread(ratios)}) | ${median(cpuPerCall[index]!).toFixed(1)} | ${median(cpuRatios).toFixed(3)} (${spread(cpuRatios)}) |`,
+    );
   }
   process.exit(0);
 }

@@ -10,6 +10,7 @@ import { DEFAULT_MAX_FRAME_SIZE } from '../wire/codec.js';
 import type { CallMode } from '../wire/messages.js';
 import { networkDispatch } from './call-attempt.js';
 import { StreamItems, UnaryResult } from './call-results.js';
+import { CallLifecycle } from './call-lifecycle.js';
 import { ChannelPool, type PoolLimits, type PoolStats } from './channel-pool.js';
 import type { DuplexHandler, HandlerEntry, StreamHandler, UnaryHandler } from './handlers.js';
 import { DuplexReplies, DuplexSession, type DuplexCall } from './duplex.js';
@@ -401,26 +402,7 @@ export class Agent {
   /** Runs a call through the interceptors; the call's timers stop when it ends, either way. */
   private start(call: OutboundCall, handler: CallHandler): void {
     const observed = diagnosticChannels.callStart.hasSubscribers || diagnosticChannels.callEnd.hasSubscribers || diagnosticChannels.callError.hasSubscribers;
-    const started = observed ? performance.now() : 0;
-    if (observed) diagnosticChannels.callStart.publish({ call });
-    this.dispatch(call, {
-      onStart: (control) => {
-        call.started(control);
-        handler.onStart?.(control);
-      },
-      onResponse: (body) => handler.onResponse?.(body),
-      onItem: (item, size) => handler.onItem?.(item, size),
-      onEnd: () => {
-        call.finish();
-        if (observed) diagnosticChannels.callEnd.publish({ call, durationMs: performance.now() - started });
-        handler.onEnd();
-      },
-      onError: (error) => {
-        call.finish();
-        if (observed) diagnosticChannels.callError.publish({ call, error, durationMs: performance.now() - started });
-        handler.onError(error);
-      },
-    });
+    this.dispatch(call, new CallLifecycle(call, handler, observed));
   }
 }
 

@@ -64,17 +64,21 @@ export function encodeFrameSegments(message: WireMessage, maxFrameSize = DEFAULT
  * Decodes and validates one frame payload (without its length header). The bytes' shape is checked first
  * (`checkMsgpackShape`: depth, declared lengths, no extension types), so decoding costs time linear in the payload
  * and every failure is a PROTOCOL_ERROR. MessagePack 64-bit integers decode as numbers (never BigInt), and a
- * `__proto__` map key arrives as the own key `__proto_` (msgpackr renames it), never as a prototype.
+ * `__proto__` map key arrives as the own key `__proto_` (msgpackr renames it), never as a prototype. The tuple is
+ * then checked by `tupleToMessage`, the hand-written equivalent of the zod schemas in message-schemas.ts.
  */
 export function decodePayload(payload: Uint8Array, limits: Readonly<DecodeLimits> = DEFAULT_DECODE_LIMITS): WireMessage {
+  const message = tupleToMessage(unpackPayload(payload, limits));
+  if (!message) throw new AgentError('PROTOCOL_ERROR', 'frame is not a valid agentlink message');
+  return message;
+}
+
+/** The MessagePack value of one frame payload, shape-checked; not yet checked as a message. Throws PROTOCOL_ERROR. */
+export function unpackPayload(payload: Uint8Array, limits: Readonly<DecodeLimits> = DEFAULT_DECODE_LIMITS): unknown {
   checkMsgpackShape(payload, limits);
-  let value: unknown;
   try {
-    value = packr.unpack(payload);
+    return packr.unpack(payload);
   } catch (error) {
     throw new AgentError('PROTOCOL_ERROR', `malformed msgpack frame: ${(error as Error).message}`, { cause: error });
   }
-  const message = tupleToMessage(value);
-  if (!message) throw new AgentError('PROTOCOL_ERROR', 'frame is not a valid agentlink message');
-  return message;
 }

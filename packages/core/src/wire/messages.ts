@@ -1,5 +1,5 @@
-import { z } from 'zod';
 import { isErrorCode, type ErrorCode } from '../errors.js';
+import type { EncodedMessage } from './message-schemas.js';
 
 /** The call priorities, most urgent first. */
 export const PRIORITIES = ['critical', 'high', 'normal', 'low'] as const;
@@ -24,7 +24,7 @@ export const MessageType = {
  * `end` or `error` (docs/protocol.md). Peers older than duplex reject mode 3 as a malformed request.
  */
 export type CallMode = 'unary' | 'stream' | 'tunnel' | 'duplex';
-const MODES: readonly CallMode[] = ['unary', 'stream', 'tunnel', 'duplex'];
+export const MODES: readonly CallMode[] = ['unary', 'stream', 'tunnel', 'duplex'];
 
 /** One message of the wire protocol (docs/protocol.md), as the codec decodes it. */
 export type WireMessage =
@@ -47,35 +47,12 @@ export type WireMessage =
   | { type: 'pong'; nonce: number };
 
 export const MAX_METHOD_LENGTH = 256;
-const MAX_METADATA_ENTRIES = 64;
-const MAX_TEXT = 4096;
-
-const method = z.string().min(1).max(MAX_METHOD_LENGTH);
-const timeoutMs = z.number().int().nonnegative().nullable();
-const priorityIndex = z.number().int().min(0).max(PRIORITIES.length - 1);
-const metadata = z
-  .record(z.string().max(MAX_TEXT), z.string().max(MAX_TEXT))
-  .refine((m) => Object.keys(m).length <= MAX_METADATA_ENTRIES, 'too many metadata entries');
-const modeIndex = z.union([z.literal(0), z.literal(1), z.literal(2), z.literal(3)]);
-/** Unknown codes from a newer peer are kept readable as UNKNOWN rather than rejected. */
-const code = z.string().max(64).transform((c): ErrorCode => (isErrorCode(c) ? c : 'UNKNOWN'));
-const text = z.string().max(MAX_TEXT);
-const nonce = z.number().int().nonnegative();
-
-/** Schemas of the encoded tuples, by message type number. zod checks every message that came off the network. */
-const SCHEMAS = {
-  [MessageType.request]: z.tuple([z.literal(1), method, timeoutMs, priorityIndex, metadata, z.unknown(), modeIndex]),
-  [MessageType.response]: z.tuple([z.literal(2), z.unknown()]),
-  [MessageType.item]: z.tuple([z.literal(3), z.unknown()]),
-  [MessageType.end]: z.tuple([z.literal(4)]),
-  [MessageType.error]: z.tuple([z.literal(5), code, text]),
-  [MessageType.cancel]: z.tuple([z.literal(6), code, text]),
-  [MessageType.ping]: z.tuple([z.literal(7), nonce]),
-  [MessageType.pong]: z.tuple([z.literal(8), nonce]),
-} as const;
-
-type Schemas = typeof SCHEMAS;
-export type EncodedMessage = { [K in keyof Schemas]: z.input<Schemas[K]> }[keyof Schemas];
+/** Entries of a request's metadata. */
+export const MAX_METADATA_ENTRIES = 64;
+/** Code points of a metadata key or value, and of an error's message. */
+export const MAX_TEXT = 4096;
+/** Code points of an error code (unknown ones decode as UNKNOWN). */
+export const MAX_CODE_LENGTH = 64;
 
 export function messageToTuple(message: WireMessage): EncodedMessage {
   switch (message.type) {
@@ -106,40 +83,113 @@ export function messageToTuple(message: WireMessage): EncodedMessage {
   }
 }
 
-/** Validates a decoded value; returns undefined when it is not a well-formed message. */
+
+/**
+ * Validates a decoded value and builds the message; undefined when it is not a well-formed message. Runs on
+ * every frame off the network, so it is written by hand: the rules are the zod schemas' in message-schemas.ts (the
+ * specification), and a property test requires the same verdict and the same message from both on random and
+ * mutated tuples. Like zod: a tuple has exactly its schema's length, numbers are finite safe integers, lengths
+ * of text count code points, and the metadata is copied into a fresh object.
+ */
 export function tupleToMessage(value: unknown): WireMessage | undefined {
   if (!Array.isArray(value)) return undefined;
-  const type: unknown = value[0];
-  // Own properties only: a type like 'constructor' or '__proto__' must not find Object.prototype's members.
-  if (typeof type !== 'number' || !Object.hasOwn(SCHEMAS, type)) return undefined;
-  const schema = SCHEMAS[type as keyof Schemas];
-  const parsed = schema.safeParse(value);
-  if (!parsed.success) return undefined;
-  const t = parsed.data;
+  const t: unknown[] = value;
   switch (t[0]) {
-    case 1:
-      return {
-        type: 'request',
-        method: t[1],
-        timeoutMs: t[2],
-        priority: PRIORITIES[t[3]] ?? 'normal',
-        metadata: t[4],
-        body: t[5],
-        mode: MODES[t[6]]!,
-      };
+    case 1: {
+      if (t.length !== 7) return undefined;
+      const method = t[1];
+      const timeoutMs = t[2];
+      const priority = t[3];
+      const mode = t[6];
+      if (typeof method !== 'string' || method.length === 0 || !fitsCodePoints(method, MAX_METHOD_LENGTH)) return undefined;
+      if (timeoutMs !== null && !isCount(timeoutMs)) return undefined;
+      if (priority !== 0 && priority !== 1 && priority !== 2 && priority !== 3) return undefined;
+      if (mode !== 0 && mode !== 1 && mode !== 2 && mode !== 3) return undefined;
+      const metadata = copyMetadata(t[4]);
+      if (metadata === undefined) return undefined;
+      return { type: 'request', method, timeoutMs, priority: PRIORITIES[priority], metadata, body: t[5], mode: MODES[mode]! };
+    }
     case 2:
-      return { type: 'response', body: t[1] };
+      return t.length === 2 ? { type: 'response', body: t[1] } : undefined;
     case 3:
-      return { type: 'item', body: t[1] };
+      return t.length === 2 ? { type: 'item', body: t[1] } : undefined;
     case 4:
-      return { type: 'end' };
+      return t.length === 1 ? { type: 'end' } : undefined;
     case 5:
-      return { type: 'error', code: t[1], message: t[2] };
-    case 6:
-      return { type: 'cancel', code: t[1], message: t[2] };
+    case 6: {
+      if (t.length !== 3) return undefined;
+      const code = t[1];
+      const message = t[2];
+      if (typeof code !== 'string' || !fitsCodePoints(code, MAX_CODE_LENGTH)) return undefined;
+      if (typeof message !== 'string' || !fitsCodePoints(message, MAX_TEXT)) return undefined;
+      // Unknown codes from a newer peer are kept readable as UNKNOWN rather than rejected.
+      return { type: t[0] === 5 ? 'error' : 'cancel', code: isErrorCode(code) ? code : 'UNKNOWN', message };
+    }
     case 7:
-      return { type: 'ping', nonce: t[1] };
-    case 8:
-      return { type: 'pong', nonce: t[1] };
+    case 8: {
+      const nonce = t[1];
+      if (t.length !== 2 || !isCount(nonce)) return undefined;
+      return { type: t[0] === 7 ? 'ping' : 'pong', nonce };
+    }
+    default:
+      return undefined;
   }
+}
+
+/** A non-negative safe integer (-0 included, as zod's `int().nonnegative()` has it). */
+function isCount(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= 0;
+}
+
+/** Whether `text` has at most `max` code points (a surrogate pair counts once, as in zod's length checks). */
+function fitsCodePoints(text: string, max: number): boolean {
+  const units = text.length;
+  if (units <= max) return true;
+  if (units > 2 * max) return false;
+  let count = units;
+  for (let i = 0; i < units - 1; i++) {
+    if ((text.charCodeAt(i) & 0xfc00) === 0xd800 && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      count--;
+      i++;
+    }
+  }
+  return count <= max;
+}
+
+/**
+ * A request's metadata checked and copied, or undefined when it is not a record of texts. Mirrors zod's
+ * `z.record(string, string)`: a plain object (or one whose `constructor` is not a class's); its own enumerable
+ * keys, all strings (a symbol key fails); a `__proto__` own key is left out, so it never reaches a prototype.
+ */
+function copyMetadata(value: unknown): Record<string, string> | undefined {
+  if (!isRecordLike(value)) return undefined;
+  const copy: Record<string, string> = {};
+  let entries = 0;
+  // Object.keys: the own enumerable string keys, in the order zod's Reflect.ownKeys walk sees them (several
+  // times cheaper). Symbols never come out of msgpack, but the rule must hold for any value: an enumerable one fails.
+  for (const key of Object.keys(value)) {
+    if (key === '__proto__') continue;
+    if (!fitsCodePoints(key, MAX_TEXT)) return undefined;
+    const entry = (value as Record<string, unknown>)[key];
+    if (typeof entry !== 'string' || !fitsCodePoints(entry, MAX_TEXT)) return undefined;
+    copy[key] = entry;
+    entries++;
+  }
+  for (const symbol of Object.getOwnPropertySymbols(value)) {
+    if (Object.prototype.propertyIsEnumerable.call(value, symbol)) return undefined;
+  }
+  return entries <= MAX_METADATA_ENTRIES ? copy : undefined;
+}
+
+/**
+ * What zod takes for a record: a non-array object whose `constructor` is absent, not a function, or a function
+ * whose `prototype` is an object with its own `isPrototypeOf` (Object's, or one built like it). Maps, Dates,
+ * typed arrays and class instances fail.
+ */
+function isRecordLike(value: unknown): value is object {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const constructor: unknown = (value as { constructor?: unknown }).constructor;
+  if (typeof constructor !== 'function') return true;
+  const prototype: unknown = constructor.prototype;
+  return typeof prototype === 'object' && prototype !== null && !Array.isArray(prototype) && Object.hasOwn(prototype, 'isPrototypeOf');
 }

@@ -1,0 +1,95 @@
+/**
+ * The raw transports under agentlink's ws and QUIC channels, as in-process 1 KB echoes (server and client in this
+ * process, as call-cost needs), used the way agentbench's raw subjects use them: raw `ws` over TLS 1.3 (one binary
+ * message each way on one socket) and the QUIC engine alone (one stream per echo: write, finish, read to the end).
+ */
+import { once } from 'node:events';
+import { createServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { Identity, publicKeyFromAgentId } from '@agentlink/core';
+import { selfSignedCertificate } from '@agentlink/core/transport';
+import type { NativeBinding, NativeStream } from '@agentlink/quic';
+import { WebSocket, WebSocketServer } from 'ws';
+
+export interface Echo {
+  call(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function rawWsEcho(payload: Buffer): Promise<Echo> {
+  const tls = selfSignedCertificate(Identity.generate());
+  const https = createServer({ key: tls.key, cert: tls.cert, minVersion: 'TLSv1.3' });
+  const wss = new WebSocketServer({ server: https, perMessageDeflate: false });
+  wss.on('connection', (ws) => ws.on('message', (data: Buffer) => ws.send(data)));
+  await new Promise<void>((resolve) => https.listen(0, '127.0.0.1', resolve));
+  const client = new WebSocket(`wss://127.0.0.1:${(https.address() as AddressInfo).port}`, { rejectUnauthorized: false, perMessageDeflate: false });
+  await once(client, 'open');
+  let pending: ((data: Buffer) => void) | undefined;
+  client.on('message', (data: Buffer) => pending?.(data));
+  return {
+    call: () =>
+      new Promise<void>((resolve, reject) => {
+        pending = (data) => (data.length === payload.length ? resolve() : reject(new Error('short echo')));
+        client.send(payload);
+      }),
+    async close() {
+      client.terminate();
+      for (const ws of wss.clients) ws.terminate();
+      https.closeAllConnections();
+      https.close();
+    },
+  };
+}
+
+export async function rawQuicEcho(binding: NativeBinding, payload: Buffer): Promise<Echo> {
+  const identity = Identity.generate();
+  const tls = selfSignedCertificate(identity);
+  const server = await binding.bindEndpoint({ host: '127.0.0.1', port: 0, cert: tls.certDer, key: tls.keyDer, accept: true });
+  void (async () => {
+    for (let connection = await server.accept(); connection; connection = await server.accept()) {
+      const accepted = connection;
+      void (async () => {
+        for (let stream = await accepted.acceptStream(); stream; stream = await accepted.acceptStream()) void echoStream(stream).catch(() => undefined);
+      })();
+    }
+  })();
+  const clientTls = selfSignedCertificate(Identity.generate());
+  const client = await binding.bindEndpoint({ host: '127.0.0.1', port: 0, cert: clientTls.certDer, key: clientTls.keyDer, accept: false });
+  const connection = await client.dial('127.0.0.1', server.localPort, Buffer.from(publicKeyFromAgentId(identity.id)), 5000).connection();
+  return {
+    async call() {
+      const stream = connection.tryOpenStream() ?? (await connection.openStream());
+      const taken = stream.tryWrite(payload);
+      if (taken < payload.length) await stream.write(payload.subarray(taken));
+      if (!stream.tryFinish()) await stream.finish();
+      const echoed = await readAll(stream);
+      stream.release();
+      if (echoed.length !== payload.length) throw new Error('short echo');
+    },
+    async close() {
+      connection.close(0, 'done');
+      connection.release();
+      client.close(0, 'done');
+      server.close(0, 'done');
+    },
+  };
+}
+
+async function echoStream(stream: NativeStream): Promise<void> {
+  const request = await readAll(stream);
+  const taken = stream.tryWrite(request);
+  if (taken < request.length) await stream.write(request.subarray(taken));
+  if (!stream.tryFinish()) await stream.finish();
+  stream.release();
+}
+
+/** Everything up to the peer's end. */
+async function readAll(stream: NativeStream): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  for (;;) {
+    const data = stream.tryRead(1 << 20) ?? (await stream.read(1 << 20));
+    if (!data || data.length === 0) break; // null or empty: the peer finished
+    parts.push(data);
+  }
+  return parts.length === 1 ? parts[0]! : Buffer.concat(parts);
+}

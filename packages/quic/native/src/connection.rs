@@ -1,7 +1,8 @@
 use futures_util::FutureExt;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
-use quinn::{Connection, VarInt};
+use quinn::{Connection, VarInt, ZeroRttAccepted};
+use tokio::sync::watch;
 
 use crate::admission::Admitted;
 use crate::errors::{coded, connection_error};
@@ -31,6 +32,9 @@ pub struct QuicConnection {
     live: std::sync::Mutex<Option<Live>>,
     /// An accepted connection's place in the listener limits, given back on `release` (or when collected).
     admitted: std::sync::Mutex<Option<Admitted>>,
+    /// Set when the connection was handed over before its handshake ended (0-RTT dial, or a listener's resumed
+    /// connection at 0.5-RTT): None while pending, then whether the peer accepted our early data (see early_data.rs).
+    handshake: Option<watch::Receiver<Option<bool>>>,
 }
 
 impl QuicConnection {
@@ -46,7 +50,20 @@ impl QuicConnection {
             peer_key,
             live: std::sync::Mutex::new(Some(Live::new(&CONNECTIONS))),
             admitted: std::sync::Mutex::new(None),
+            handshake: None,
         }
+    }
+
+    /// A connection whose handshake is still running: `done` tells when it ends (see early_data.rs).
+    pub fn before_handshake(connection: Connection, peer_key: [u8; 32], done: ZeroRttAccepted) -> Self {
+        let mut this = Self::new(connection, peer_key);
+        this.handshake = Some(crate::early_data::watch_handshake(done));
+        this
+    }
+
+    pub fn with_admission(self, admitted: Admitted) -> Self {
+        *self.admitted.lock().unwrap_or_else(|e| e.into_inner()) = Some(admitted);
+        self
     }
 
     pub fn accepted(connection: Connection, peer_key: [u8; 32], admitted: Admitted) -> Self {
@@ -134,6 +151,20 @@ impl QuicConnection {
             Ok(connection) => connection_error(&connection.closed().await).reason,
             Err(e) => e.reason,
         }
+    }
+
+    /// "none" (a full handshake before the connection was handed over), "pending" (handed over during the
+    /// handshake: early data may be in flight), then "accepted" or "rejected" (the peer discarded our 0-RTT data;
+    /// streams opened in it fail). A listener's resumed connection ends "accepted".
+    #[napi(getter)]
+    pub fn early_data(&self) -> String {
+        crate::early_data::state(self.handshake.as_ref()).into()
+    }
+
+    /// Resolves once the handshake ended: false when the peer rejected our early data (or the connection failed).
+    #[napi]
+    pub async fn handshake_done(&self) -> bool {
+        crate::early_data::wait(self.handshake.clone()).await
     }
 
     #[napi]

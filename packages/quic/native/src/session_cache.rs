@@ -2,7 +2,7 @@
 //! that issued it.
 //!
 //! Every agent's SNI is the same ("agentlink"), and rustls files client tickets by SNI, so one shared ticket
-//! store would offer peer A's ticket to peer B. Instead each (our certificate, peer key) pair gets its own
+//! store would offer peer A's ticket to peer B. Instead each (our agent key, peer key) pair gets its own
 //! rustls ClientConfig — its own pinned verifier and its own ticket store — built once and reused for every
 //! dial to that peer. rustls resumes a ticket only with the very verifier and client certificate it was issued
 //! under (pointer equality), so reusing the config is also what makes resumption possible at all, and a ticket
@@ -33,9 +33,11 @@ const NAMES_PER_STORE: usize = 1;
 /// clients pay a full handshake).
 pub const SERVER_TICKETS: usize = 4096;
 
-type Key = (Vec<u8>, [u8; 32]);
+/// (our agent key, the peer's key). Ours, not our certificate: core makes a new certificate (random serial) for
+/// every agent it creates, and a restarted agent with the same identity must find its tickets.
+type Key = ([u8; 32], [u8; 32]);
 
-/// Client configs by (our certificate DER, peer key), oldest first for eviction.
+/// Client configs by (our key, peer key), oldest first for eviction.
 #[derive(Default)]
 pub struct SessionCache {
     configs: HashMap<Key, Arc<rustls::ClientConfig>>,
@@ -48,9 +50,11 @@ impl SessionCache {
         Self { configs: HashMap::new(), order: VecDeque::new(), capacity: capacity.max(1) }
     }
 
-    /// The client config for dialling `peer` as `credentials`: the same Arc for every dial to that peer.
+    /// The client config for dialling `peer` as `credentials`: the same Arc for every dial to that peer by the same
+    /// agent key (it keeps presenting the certificate it was built with: same key, so the same identity).
     pub fn config_for(&mut self, credentials: &Credentials, peer: [u8; 32]) -> Result<Arc<rustls::ClientConfig>, rustls::Error> {
-        let key = (credentials.cert.to_vec(), peer);
+        let own = tls::ed25519_key_of(&credentials.cert).ok_or_else(|| rustls::Error::General("our certificate has no Ed25519 key".into()))?;
+        let key = (own, peer);
         if let Some(config) = self.configs.get(&key) {
             return Ok(config.clone());
         }

@@ -95,7 +95,8 @@ async fn a_ticket_from_peer_a_is_never_offered_to_peer_b() {
 
 #[test]
 fn each_peer_has_its_own_config_and_the_oldest_is_dropped_beyond_capacity() {
-    let me = credentials(&key());
+    let me_key = key();
+    let me = credentials(&me_key);
     let (a, b, c) = (key(), key(), key());
     let mut cache = SessionCache::with_capacity(2);
     let config_a = cache.config_for(&me, a.public).unwrap();
@@ -105,6 +106,8 @@ fn each_peer_has_its_own_config_and_the_oldest_is_dropped_beyond_capacity() {
     cache.config_for(&me, c.public).unwrap();
     assert_eq!(cache.len(), 2);
     assert!(!Arc::ptr_eq(&config_a, &cache.config_for(&me, a.public).unwrap()), "A was evicted, its tickets with it");
+    let same_me_new_certificate = Credentials { cert: certificate(&Key { pkcs8: me_key.pkcs8.clone(), public: me_key.public }, ED25519), key: me_key.pkcs8.clone() };
+    assert!(Arc::ptr_eq(&config_b, &cache.config_for(&same_me_new_certificate, b.public).unwrap()), "a restarted agent (new certificate, same key) finds its tickets");
     let other_me = credentials(&key());
     assert!(!Arc::ptr_eq(&config_b, &cache.config_for(&other_me, b.public).unwrap()), "another own identity, another store");
 }

@@ -49,6 +49,11 @@ export class QuicChannel implements Channel {
     return this.connection.earlyData;
   }
 
+  /** Resolves once the handshake ended: false when the peer rejected our 0-RTT data (or the connection failed). */
+  handshakeEnded(): Promise<boolean> {
+    return this.connection.handshakeDone();
+  }
+
   /** Streams opened before the handshake ended (their first bytes travel in 0-RTT). */
   get earlyStreams(): number {
     return this.early;

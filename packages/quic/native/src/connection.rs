@@ -55,9 +55,10 @@ impl QuicConnection {
     }
 
     /// A connection whose handshake is still running: `done` tells when it ends (see early_data.rs).
-    pub fn before_handshake(connection: Connection, peer_key: [u8; 32], done: ZeroRttAccepted) -> Self {
+    pub fn before_handshake(connection: Connection, peer_key: [u8; 32], done: ZeroRttAccepted, dialled: bool) -> Self {
+        let handshake = crate::early_data::watch_handshake(done, &connection, dialled);
         let mut this = Self::new(connection, peer_key);
-        this.handshake = Some(crate::early_data::watch_handshake(done));
+        this.handshake = Some(handshake);
         this
     }
 

@@ -4,11 +4,16 @@
 use quinn::ZeroRttAccepted;
 use tokio::sync::watch;
 
-/// Watches `done` (quinn's "handshake ended" future; true when the peer accepted our 0-RTT data).
-pub fn watch_handshake(done: ZeroRttAccepted) -> watch::Receiver<Option<bool>> {
+/// Watches `done` (quinn's "handshake ended" future; for a dial, true when the peer accepted our 0-RTT data). A
+/// listener's value says only whether its handshake completed (the connection is still up when it ends).
+pub fn watch_handshake(done: ZeroRttAccepted, connection: &quinn::Connection, dialled: bool) -> watch::Receiver<Option<bool>> {
     let (sender, receiver) = watch::channel(None);
+    // Held only until the handshake ends or fails (quinn resolves `done` either way).
+    let connection = connection.clone();
     napi::bindgen_prelude::spawn(async move {
-        let _ = sender.send(Some(done.await));
+        let accepted = done.await;
+        let completed = connection.close_reason().is_none();
+        let _ = sender.send(Some(if dialled { accepted } else { completed }));
     });
     receiver
 }

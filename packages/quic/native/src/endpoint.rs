@@ -248,7 +248,7 @@ async fn handshake(
     // handshake back. A resumed peer is bound to the pinned key by the ticket's secret (docs/security.md).
     let connecting = if early_data {
         match connecting.into_0rtt() {
-            Ok((connection, done)) => return Ok(QuicConnection::before_handshake(connection, expected, done)),
+            Ok((connection, done)) => return Ok(QuicConnection::before_handshake(connection, expected, done, true)),
             Err(connecting) => connecting,
         }
     } else {
@@ -335,7 +335,7 @@ impl QuicEndpoint {
         let mut incoming = self.incoming.lock().await;
         tokio::select! {
             accepted = incoming.recv() => accepted.map(|a| match a.handshake {
-                Some(done) => QuicConnection::before_handshake(a.connection, a.peer_key, done).with_admission(a.admitted),
+                Some(done) => QuicConnection::before_handshake(a.connection, a.peer_key, done, false).with_admission(a.admitted),
                 None => QuicConnection::accepted(a.connection, a.peer_key, a.admitted),
             }),
             _ = closed.wait_for(|c| *c) => None,

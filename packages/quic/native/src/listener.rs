@@ -16,7 +16,8 @@ use crate::tls::{self, Credentials};
 /// refusals must not cost memory; JavaScript drains the queue on every turn of its event loop).
 pub const REFUSAL_QUEUE: usize = 1024;
 /// Bytes quinn buffers for one arrival not yet accepted or refused, beyond its first datagram. We decide at
-/// once, and without 0-RTT a client sends only a few Initial datagrams before our answer: 64 KiB is ample.
+/// once: a client sends a few Initial datagrams, plus its 0-RTT request to a known listener, before our answer.
+/// 64 KiB is ample for agent calls; larger early data is dropped and sent again after the handshake.
 const INCOMING_BUFFER: u64 = 64 * 1024;
 /// The same, for all undecided arrivals together (quinn's default is 100 MiB).
 const INCOMING_BUFFER_TOTAL: u64 = 8 * 1024 * 1024;

@@ -20,7 +20,7 @@ use rustls::client::{ClientSessionMemoryCache, Resumption};
 
 use crate::tls::{self, Credentials};
 
-/// Peers (per own certificate) whose tickets are kept; the oldest peer's config is dropped beyond it. A config
+/// Peers (per own certificate) whose tickets are kept; the least recently dialled peer's config is dropped beyond it. A config
 /// holds at most a few tickets (rustls keeps up to 8 per server name; agentlink servers send 2 per handshake),
 /// ~1 KB each with the peer's certificate: a few MB at most.
 pub const MAX_PEERS: usize = 1024;
@@ -37,7 +37,7 @@ pub const SERVER_TICKETS: usize = 4096;
 /// every agent it creates, and a restarted agent with the same identity must find its tickets.
 type Key = ([u8; 32], [u8; 32]);
 
-/// Client configs by (our key, peer key), oldest first for eviction.
+/// Client configs by (our key, peer key), least recently dialled first for eviction.
 #[derive(Default)]
 pub struct SessionCache {
     configs: HashMap<Key, Arc<rustls::ClientConfig>>,
@@ -56,6 +56,12 @@ impl SessionCache {
         let own = tls::ed25519_key_of(&credentials.cert).ok_or_else(|| rustls::Error::General("our certificate has no Ed25519 key".into()))?;
         let key = (own, peer);
         if let Some(config) = self.configs.get(&key) {
+            // Least recently dialled goes first: move this peer to the back (a linear scan of ≤ MAX_PEERS keys
+            // per dial, next to a handshake's cost).
+            if let Some(at) = self.order.iter().position(|k| *k == key) {
+                self.order.remove(at);
+            }
+            self.order.push_back(key);
             return Ok(config.clone());
         }
         let mut config = tls::client_config(credentials, peer)?;
@@ -67,7 +73,7 @@ impl SessionCache {
                 self.configs.remove(&oldest);
             }
         }
-        self.order.push_back(key.clone());
+        self.order.push_back(key);
         self.configs.insert(key, config.clone());
         Ok(config)
     }

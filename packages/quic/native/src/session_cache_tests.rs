@@ -94,7 +94,7 @@ async fn a_ticket_from_peer_a_is_never_offered_to_peer_b() {
 }
 
 #[test]
-fn each_peer_has_its_own_config_and_the_oldest_is_dropped_beyond_capacity() {
+fn each_peer_has_its_own_config_and_the_least_recently_dialled_is_dropped_beyond_capacity() {
     let me_key = key();
     let me = credentials(&me_key);
     let (a, b, c) = (key(), key(), key());
@@ -103,11 +103,13 @@ fn each_peer_has_its_own_config_and_the_oldest_is_dropped_beyond_capacity() {
     assert!(Arc::ptr_eq(&config_a, &cache.config_for(&me, a.public).unwrap()), "the same config for every dial to A");
     let config_b = cache.config_for(&me, b.public).unwrap();
     assert!(!Arc::ptr_eq(&config_a, &config_b), "B never shares A's ticket store");
-    cache.config_for(&me, c.public).unwrap();
+    assert!(Arc::ptr_eq(&config_a, &cache.config_for(&me, a.public).unwrap()), "A dialled again: now the most recent");
+    let config_c = cache.config_for(&me, c.public).unwrap();
     assert_eq!(cache.len(), 2);
-    assert!(!Arc::ptr_eq(&config_a, &cache.config_for(&me, a.public).unwrap()), "A was evicted, its tickets with it");
+    assert!(!Arc::ptr_eq(&config_b, &cache.config_for(&me, b.public).unwrap()), "B was evicted, its tickets with it");
+    // Now [c, b]: A went when B came back.
     let same_me_new_certificate = Credentials { cert: certificate(&Key { pkcs8: me_key.pkcs8.clone(), public: me_key.public }, ED25519), key: me_key.pkcs8.clone() };
-    assert!(Arc::ptr_eq(&config_b, &cache.config_for(&same_me_new_certificate, b.public).unwrap()), "a restarted agent (new certificate, same key) finds its tickets");
+    assert!(Arc::ptr_eq(&config_c, &cache.config_for(&same_me_new_certificate, c.public).unwrap()), "a restarted agent (same key) finds its tickets");
     let other_me = credentials(&key());
-    assert!(!Arc::ptr_eq(&config_b, &cache.config_for(&other_me, b.public).unwrap()), "another own identity, another store");
+    assert!(!Arc::ptr_eq(&config_c, &cache.config_for(&other_me, c.public).unwrap()), "another own identity, another store");
 }

@@ -56,8 +56,9 @@ export interface QuicOptions {
    * tickets (per peer key, in memory, for the life of the process: see docs/quic.md); with `zeroRtt`, a later
    * dial to it hands the channel over at once and calls marked `idempotent` send their request in the first
    * flight (one round trip to the answer instead of two). Other calls still wait for the handshake. If the peer
-   * lost its tickets (it restarted), the calls sent in 0-RTT fail with UNAVAILABLE and the retry middleware may
-   * repeat them: that is why it is opt-in.
+   * lost its tickets (it restarted), it discards the early data unread and the calls are resent once the
+   * handshake ended (two round trips, as without 0-RTT). Opt-in: idempotent calls may then be replayed by an
+   * attacker on the path (docs/security.md).
    */
   zeroRtt?: boolean;
   /**

@@ -16,8 +16,8 @@ afterEach(async () => {
 });
 
 /** A listener answering `echo`; `served` records each body as its handler runs. */
-async function server(): Promise<Agent & { served: unknown[]; onServed: (body: unknown) => void }> {
-  const a = Object.assign(await createAgent({ channels: [quic({ port: 0 })] }), { served: [] as unknown[], onServed: (_body: unknown): void => undefined });
+async function server(identity?: Identity): Promise<Agent & { served: unknown[]; onServed: (body: unknown) => void }> {
+  const a = Object.assign(await createAgent({ identity, channels: [quic({ port: 0 })] }), { served: [] as unknown[], onServed: (_body: unknown): void => undefined });
   a.handle('echo', (body: unknown) => {
     a.served.push(body);
     a.onServed(body);
@@ -129,6 +129,24 @@ describe('QUIC 0-RTT to known peers', () => {
     expect(restarted.channels(peer.id)).toHaveLength(1);
     expect(channel.earlyStreams).toBe(1);
     expect(peer.served).toEqual(['hello', 'replay-safe', 'plain']);
+  });
+
+  it('a known peer that restarted (its tickets gone) rejects the early data: the call is resent after the handshake, once', async () => {
+    const identity = Identity.generate();
+    const peerIdentity = Identity.generate();
+    const before = await server(peerIdentity);
+    await knownPeer(identity, before);
+    const { address, relay } = await viaRelay(before);
+    await before.close();
+    const after = await server(peerIdentity); // same key, fresh process state: no tickets
+    relay.retarget(Number(after.addresses[0]!.split(':').pop()));
+
+    const restarted = await caller(identity);
+    expect(await restarted.send(address, 'echo', 'again', { idempotent: true })).toBe('again');
+    const channel = quicChannel(restarted, after.id);
+    expect(channel.earlyStreams).toBe(1);
+    expect(channel.earlyData).toBe('rejected');
+    expect(after.served).toEqual(['again']); // the 0-RTT copy was discarded unread; the resend ran once
   });
 
   it('without zeroRtt a dial to a known peer waits for the handshake, as before', async () => {

@@ -38,7 +38,7 @@ pub fn read_error(error: ReadError) -> Error {
         ReadError::Reset(code) => coded("RESET", code.into_inner()),
         ReadError::ConnectionLost(e) => connection_error(&e),
         // The peer discarded our 0-RTT data (it lost its ticket): the request never reached it, so a retry is safe.
-        ReadError::ZeroRttRejected => coded("UNAVAILABLE", "0-RTT data rejected by the peer"),
+        ReadError::ZeroRttRejected => coded("ZERO_RTT_REJECTED", "0-RTT data rejected by the peer"),
         other => coded("CLOSED", other),
     }
 }
@@ -47,7 +47,7 @@ pub fn write_error(error: WriteError) -> Error {
     match error {
         WriteError::Stopped(code) => coded("RESET", code.into_inner()),
         WriteError::ConnectionLost(e) => connection_error(&e),
-        WriteError::ZeroRttRejected => coded("UNAVAILABLE", "0-RTT data rejected by the peer"),
+        WriteError::ZeroRttRejected => coded("ZERO_RTT_REJECTED", "0-RTT data rejected by the peer"),
         other => coded("CLOSED", other),
     }
 }

@@ -38,6 +38,12 @@ export interface ChannelStream {
 export interface OpenStreamOptions {
   priority?: Priority;
   signal?: AbortSignal;
+  /**
+   * The stream carries a call marked idempotent (replay-safe). A channel whose handshake is still running (QUIC
+   * 0-RTT to a known peer) may send such a stream's data before the handshake ends, where an attacker could
+   * replay it; every other stream waits for the handshake.
+   */
+  idempotent?: boolean;
 }
 
 /** How a channel reaches its peer: straight to a listening address, through a punched NAT, or via a relay. */

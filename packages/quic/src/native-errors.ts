@@ -22,6 +22,10 @@ export function fromNative(error: unknown, localReset?: AgentError): AgentError 
       const code = errorCodeFromNumber(Number(number));
       return new AgentError(code === 'CLOSED' ? 'UNAVAILABLE' : code, `peer closed the channel: ${reason.join('|')}`, { remote: true });
     }
+    case 'ZERO_RTT_REJECTED':
+      // The peer discarded our 0-RTT data (it lost its ticket, e.g. it restarted): the request never reached a
+      // handler, so core resends it at once on a fresh stream, after the handshake.
+      return new AgentError('UNAVAILABLE', `${detail}; resent after the handshake`, { unprocessed: true });
     default:
       return new AgentError(isErrorCode(kind) ? kind : 'UNAVAILABLE', detail || message, { cause: error });
   }

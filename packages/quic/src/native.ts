@@ -24,6 +24,10 @@ export interface NativeConnection {
   readonly peerKey: Buffer;
   readonly remoteAddress: string;
   readonly stableId: number;
+  /** 'none' (handed over after a full handshake), 'pending' (during it: 0-RTT / 0.5-RTT), 'accepted', 'rejected'. */
+  readonly earlyData: 'none' | 'pending' | 'accepted' | 'rejected';
+  /** Resolves once the handshake ended: false when the peer rejected our 0-RTT data (or the connection failed). */
+  handshakeDone(): Promise<boolean>;
   tryOpenStream(): NativeStream | null;
   openStream(): Promise<NativeStream>;
   acceptStream(): Promise<NativeStream | null>;
@@ -52,7 +56,8 @@ export interface NativeDial {
 export interface NativeEndpoint {
   readonly localPort: number;
   /** `host` is an IP literal (IPv6 with or without brackets) or a name, looked up without blocking. */
-  dial(host: string, port: number, expectedKey: Buffer, timeoutMs: number): NativeDial;
+  /** `earlyData`: with a ticket from this peer, hand the connection over before its handshake ends (0-RTT). */
+  dial(host: string, port: number, expectedKey: Buffer, timeoutMs: number, earlyData?: boolean): NativeDial;
   /** Resolves once every connection of the endpoint is closed and drained. */
   idle(): Promise<void>;
   accept(): Promise<NativeConnection | null>;

@@ -12,6 +12,12 @@ export class QuicChannel implements Channel {
   readonly closed: Promise<AgentError>;
   private closeReason: AgentError | undefined;
   private streams = 0;
+  /**
+   * Set while the handshake runs on a connection handed over early (a 0-RTT dial to a known peer, or a resumed
+   * peer's connection at 0.5-RTT): only idempotent (replay-safe) calls' streams are opened before it ends.
+   */
+  private handshake: Promise<boolean> | undefined;
+  private early = 0;
 
   constructor(
     private readonly connection: NativeConnection,
@@ -25,7 +31,32 @@ export class QuicChannel implements Channel {
       connection.release(); // free the connection's state now, not at the next garbage collection
       return this.closeReason;
     });
+    if (connection.earlyData === 'pending') {
+      const done = connection.handshakeDone();
+      this.handshake = done;
+      void done.then(() => {
+        if (this.handshake === done) this.handshake = undefined;
+      });
+    }
     void this.acceptStreams(onStream);
+  }
+
+  /**
+   * 'none' after a full handshake; else how the early handshake went: 'pending', then 'accepted' (our 0-RTT data
+   * was taken) or 'rejected' (the peer lost its ticket, e.g. it restarted: the calls sent in 0-RTT failed).
+   */
+  get earlyData(): NativeConnection['earlyData'] {
+    return this.connection.earlyData;
+  }
+
+  /** Resolves once the handshake ended: false when the peer rejected our 0-RTT data (or the connection failed). */
+  handshakeEnded(): Promise<boolean> {
+    return this.connection.handshakeDone();
+  }
+
+  /** Streams opened before the handshake ended (their first bytes travel in 0-RTT). */
+  get earlyStreams(): number {
+    return this.early;
   }
 
   get isClosed(): boolean {
@@ -43,6 +74,12 @@ export class QuicChannel implements Channel {
 
   async openStream(options?: OpenStreamOptions): Promise<ChannelStream> {
     if (this.closeReason) throw this.closeReason;
+    // A call that is not replay-safe never rides 0-RTT: it waits for the handshake (and so for the peer's proof).
+    if (this.handshake && !options?.idempotent) {
+      await this.handshake;
+      if (this.closeReason) throw this.closeReason;
+    }
+    if (this.handshake) this.early++;
     let native;
     try {
       native = this.connection.tryOpenStream() ?? (await this.connection.openStream());

@@ -52,6 +52,16 @@ export interface QuicOptions {
    */
   limits?: ListenerLimits;
   /**
+   * 0-RTT to known peers (default false). After one connection to a peer, the engine keeps that peer's TLS session
+   * tickets (per peer key, in memory, for the life of the process: see docs/quic.md); with `zeroRtt`, a later
+   * dial to it hands the channel over at once and calls marked `idempotent` send their request in the first
+   * flight (one round trip to the answer instead of two). Other calls still wait for the handshake. If the peer
+   * lost its tickets (it restarted), it discards the early data unread and the calls are resent once the
+   * handshake ended (two round trips, as without 0-RTT). Opt-in: idempotent calls may then be replayed by an
+   * attacker on the path (docs/security.md).
+   */
+  zeroRtt?: boolean;
+  /**
    * Without an engine for this machine, QUIC is off and the agent runs on its other channels after one warning
    * (default). `required: true` makes it an error instead: `listen` (so `createAgent`) and `dial` fail with
    * `UNAVAILABLE`, naming the platform, the supported targets and the override variable.
@@ -74,6 +84,9 @@ const u32 = (n: number): number => Math.min(n, 0xffff_ffff);
 export function quic(options: QuicOptions = {}): Transport & { endpoint(): Promise<NativeEndpoint | undefined> } {
   if (options.required !== undefined && typeof options.required !== 'boolean') {
     throw new AgentError('INVALID_ARGUMENT', `quic: required must be a boolean, got ${typeof options.required}`);
+  }
+  if (options.zeroRtt !== undefined && typeof options.zeroRtt !== 'boolean') {
+    throw new AgentError('INVALID_ARGUMENT', `quic: zeroRtt must be a boolean, got ${typeof options.zeroRtt}`);
   }
   if (options.congestion !== undefined && !CONTROLLERS.includes(options.congestion)) {
     const got = typeof options.congestion === 'string' ? JSON.stringify(options.congestion) : String(options.congestion);
@@ -150,7 +163,7 @@ export function quic(options: QuicOptions = {}): Transport & { endpoint(): Promi
       const local = await endpoint;
       if (context.signal.aborted) throw abortReason(context.signal);
       const timeoutMs = options.connectTimeoutMs ?? 5000;
-      const dial = local.dial(address.hostname, Number(address.port), Buffer.from(publicKeyFromAgentId(context.expectedPeer)), timeoutMs);
+      const dial = local.dial(address.hostname, Number(address.port), Buffer.from(publicKeyFromAgentId(context.expectedPeer)), timeoutMs, options.zeroRtt === true);
       const connection = await new Promise<NativeConnection>((resolve, reject) => {
         const onAbort = (): void => {
           dial.cancel(); // the handshake is dropped: nothing is left open on either side

@@ -71,7 +71,7 @@ class CallAttempt implements CallControl {
   private async open(): Promise<void> {
     const { call, deps } = this;
     this.channel = deps.pool.tryReserve(call.peer) ?? (await deps.pool.reserve(call.peer, call.priority, this.aborted.signal));
-    const stream = await this.channel.openStream({ priority: call.priority });
+    const stream = await this.channel.openStream({ priority: call.priority, idempotent: call.idempotent });
     deps.pool.touch(this.channel);
     this.framed = new FramedStream(stream, deps.maxFrameSize, deps.budget(this.channel));
     if (this.aborted.reason) this.resetStream(this.aborted.reason);

@@ -1,7 +1,8 @@
 use futures_util::FutureExt;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
-use quinn::{Connection, VarInt};
+use quinn::{Connection, VarInt, ZeroRttAccepted};
+use tokio::sync::watch;
 
 use crate::admission::Admitted;
 use crate::errors::{coded, connection_error};
@@ -34,6 +35,9 @@ pub struct QuicConnection {
     admitted: std::sync::Mutex<Option<Admitted>>,
     /// Streams the peer may open, granted as it uses them (see stream_credit.rs).
     credit: std::sync::Arc<StreamCredit>,
+    /// Set when the connection was handed over before its handshake ended (0-RTT dial, or a listener's resumed
+    /// connection at 0.5-RTT): None while pending, then whether the peer accepted our early data (see early_data.rs).
+    handshake: Option<watch::Receiver<Option<bool>>>,
 }
 
 impl QuicConnection {
@@ -51,7 +55,21 @@ impl QuicConnection {
             live: std::sync::Mutex::new(Some(Live::new(&CONNECTIONS))),
             admitted: std::sync::Mutex::new(None),
             credit: StreamCredit::new(max_streams),
+            handshake: None,
         }
+    }
+
+    /// A connection whose handshake is still running: `done` tells when it ends (see early_data.rs).
+    pub fn before_handshake(connection: Connection, peer_key: [u8; 32], max_streams: u32, done: ZeroRttAccepted, dialled: bool) -> Self {
+        let handshake = crate::early_data::watch_handshake(done, &connection, dialled);
+        let mut this = Self::new(connection, peer_key, max_streams);
+        this.handshake = Some(handshake);
+        this
+    }
+
+    pub fn with_admission(self, admitted: Admitted) -> Self {
+        *self.admitted.lock().unwrap_or_else(|e| e.into_inner()) = Some(admitted);
+        self
     }
 
     pub fn accepted(connection: Connection, peer_key: [u8; 32], max_streams: u32, admitted: Admitted) -> Self {
@@ -144,6 +162,20 @@ impl QuicConnection {
             Ok(connection) => connection_error(&connection.closed().await).reason,
             Err(e) => e.reason,
         }
+    }
+
+    /// "none" (a full handshake before the connection was handed over), "pending" (handed over during the
+    /// handshake: early data may be in flight), then "accepted" or "rejected" (the peer discarded our 0-RTT data;
+    /// streams opened in it fail). A listener's resumed connection ends "accepted".
+    #[napi(getter)]
+    pub fn early_data(&self) -> String {
+        crate::early_data::state(self.handshake.as_ref()).into()
+    }
+
+    /// Resolves once the handshake ended: false when the peer rejected our early data (or the connection failed).
+    #[napi]
+    pub async fn handshake_done(&self) -> bool {
+        crate::early_data::wait(self.handshake.clone()).await
     }
 
     #[napi]

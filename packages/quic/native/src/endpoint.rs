@@ -15,6 +15,7 @@ use crate::errors::{coded, connection_error};
 use crate::listener::{self, Accepted, RefusalEvent, REFUSAL_QUEUE};
 use crate::raw_socket::{RawDatagram, SplittingSocket, RAW_QUEUE};
 use crate::reset_key::endpoint_config;
+use crate::session_cache;
 use crate::stream_credit::StreamCredit;
 use crate::tls::{self, Credentials};
 
@@ -230,6 +231,7 @@ pub(crate) async fn resolve(host: &str, port: u32, local: SocketAddr) -> Result<
 }
 
 /// The handshake of a dial that JavaScript can abandon (see `Dial`).
+#[allow(clippy::too_many_arguments)]
 async fn handshake(
     endpoint: quinn::Endpoint,
     credentials: Arc<Credentials>,
@@ -239,15 +241,31 @@ async fn handshake(
     port: u32,
     expected: [u8; 32],
     timeout_ms: u32,
+    early_data: bool,
 ) -> Result<QuicConnection> {
     let local = endpoint.local_addr().map_err(|e| coded("UNAVAILABLE", e))?;
     let address = resolve(&host, port, local).await?;
-    let crypto = tls::client_config(&credentials, expected).map_err(|e| coded("INVALID_ARGUMENT", e))?;
+    // One config per peer key, reused: its ticket store holds only that peer's tickets (session_cache.rs).
+    let crypto = session_cache::shared()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .config_for(&credentials, expected)
+        .map_err(|e| coded("INVALID_ARGUMENT", e))?;
     let mut config = ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto).map_err(|e| coded("INVALID_ARGUMENT", e))?));
     config.transport_config(transport);
     let connecting = endpoint
         .connect_with(config, address, "agentlink")
         .map_err(|e| coded("UNAVAILABLE", format!("cannot dial {address}: {e}")))?;
+    // With a ticket from this peer, the connection is usable at once (0-RTT); without one, into_0rtt gives the
+    // handshake back. A resumed peer is bound to the pinned key by the ticket's secret (docs/security.md).
+    let connecting = if early_data {
+        match connecting.into_0rtt() {
+            Ok((connection, done)) => return Ok(QuicConnection::before_handshake(connection, expected, max_streams, done, true)),
+            Err(connecting) => connecting,
+        }
+    } else {
+        connecting
+    };
     let connection = match tokio::time::timeout(Duration::from_millis(timeout_ms as u64), connecting).await {
         Err(_) => return Err(coded("UNAVAILABLE", format!("no QUIC handshake with {address} within {timeout_ms} ms"))),
         Ok(Err(e)) => return Err(connection_error(&e)),
@@ -302,10 +320,12 @@ impl QuicEndpoint {
     /// Starts dialling `host:port` (an IP literal or a name); it succeeds only if the peer proves the Ed25519
     /// key `expected_key` (32 bytes). The dial can be cancelled (see `Dial`).
     #[napi]
-    pub fn dial(&self, host: String, port: u32, expected_key: Buffer, timeout_ms: u32) -> Result<Dial> {
+    /// With `early_data` and a ticket from that peer (an earlier connection to it from this process), the
+    /// connection comes back before its handshake ended, for replay-safe streams only (see `early_data`).
+    pub fn dial(&self, host: String, port: u32, expected_key: Buffer, timeout_ms: u32, early_data: Option<bool>) -> Result<Dial> {
         let expected: [u8; 32] = expected_key.as_ref().try_into().map_err(|_| coded("INVALID_ARGUMENT", "expected key must be 32 bytes"))?;
         let (sender, receiver) = oneshot::channel();
-        let work = handshake(self.endpoint.clone(), self.credentials.clone(), self.transport.clone(), self.max_streams, host, port, expected, timeout_ms);
+        let work = handshake(self.endpoint.clone(), self.credentials.clone(), self.transport.clone(), self.max_streams, host, port, expected, timeout_ms, early_data.unwrap_or(false));
         let task = napi::bindgen_prelude::spawn(async move {
             // Nobody waiting any more (the dial was cancelled as it completed): the connection is dropped, which
             // closes it.
@@ -326,7 +346,10 @@ impl QuicEndpoint {
         let mut closed = self.closed.subscribe();
         let mut incoming = self.incoming.lock().await;
         tokio::select! {
-            accepted = incoming.recv() => accepted.map(|a| QuicConnection::accepted(a.connection, a.peer_key, self.max_streams, a.admitted)),
+            accepted = incoming.recv() => accepted.map(|a| match a.handshake {
+                Some(done) => QuicConnection::before_handshake(a.connection, a.peer_key, self.max_streams, done, false).with_admission(a.admitted),
+                None => QuicConnection::accepted(a.connection, a.peer_key, self.max_streams, a.admitted),
+            }),
             _ = closed.wait_for(|c| *c) => None,
         }
     }

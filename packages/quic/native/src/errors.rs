@@ -42,6 +42,8 @@ pub fn read_error(error: ReadError) -> Error {
     match error {
         ReadError::Reset(code) => coded("RESET", code.into_inner()),
         ReadError::ConnectionLost(e) => connection_error(&e),
+        // The peer discarded our 0-RTT data (it lost its ticket): the request never reached it, so a retry is safe.
+        ReadError::ZeroRttRejected => coded("ZERO_RTT_REJECTED", "0-RTT data rejected by the peer"),
         other => coded("CLOSED", other),
     }
 }
@@ -50,6 +52,7 @@ pub fn write_error(error: WriteError) -> Error {
     match error {
         WriteError::Stopped(code) => coded("RESET", code.into_inner()),
         WriteError::ConnectionLost(e) => connection_error(&e),
+        WriteError::ZeroRttRejected => coded("ZERO_RTT_REJECTED", "0-RTT data rejected by the peer"),
         other => coded("CLOSED", other),
     }
 }

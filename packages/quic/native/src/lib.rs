@@ -8,6 +8,7 @@
 mod admission;
 mod congestion;
 mod connection;
+mod early_data;
 mod endpoint;
 mod errors;
 mod handshake;
@@ -15,6 +16,7 @@ mod listener;
 mod live;
 mod raw_socket;
 mod reset_key;
+mod session_cache;
 mod stream;
 mod stream_credit;
 #[cfg(test)]

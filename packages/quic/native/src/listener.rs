@@ -17,7 +17,8 @@ use crate::trim::Trimmer;
 /// refusals must not cost memory; JavaScript drains the queue on every turn of its event loop).
 pub const REFUSAL_QUEUE: usize = 1024;
 /// Bytes quinn buffers for one arrival not yet accepted or refused, beyond its first datagram. We decide at
-/// once, and without 0-RTT a client sends only a few Initial datagrams before our answer: 64 KiB is ample.
+/// once: a client sends a few Initial datagrams, plus its 0-RTT request to a known listener, before our answer.
+/// 64 KiB is ample for agent calls; larger early data is dropped and sent again after the handshake.
 const INCOMING_BUFFER: u64 = 64 * 1024;
 /// The same, for all undecided arrivals together (quinn's default is 100 MiB).
 const INCOMING_BUFFER_TOTAL: u64 = 8 * 1024 * 1024;
@@ -37,6 +38,9 @@ pub struct Accepted {
     pub connection: quinn::Connection,
     pub peer_key: [u8; 32],
     pub admitted: Admitted,
+    /// Set for a resumed connection handed over at 0.5-RTT (its client is known from the ticket): how its
+    /// handshake ends.
+    pub handshake: Option<quinn::ZeroRttAccepted>,
 }
 
 /// quinn's server config for a listener: our TLS, our transport settings, and quinn's own bounds on arrivals
@@ -91,6 +95,25 @@ pub async fn accept_loop(
         let trimmer = trimmer.clone();
         tokio::spawn(async move {
             let _trim_after = TrimAfter(&trimmer);
+            // A resumed client is known from its ticket (rustls restores the certificate it proved when the ticket
+            // was issued), so its connection is handed over now, at 0.5-RTT, and its 0-RTT calls are served a round
+            // trip sooner. Anyone else proves its key in the handshake first. (For a listener into_0rtt never fails.)
+            let connecting = match connecting.into_0rtt() {
+                Ok((connection, done)) => match tls::peer_key(&connection) {
+                    Some(peer_key) => {
+                        let _ = established.send(Accepted { connection, peer_key, admitted, handshake: Some(done) }).await;
+                        return;
+                    }
+                    None => {
+                        let failure = full_handshake(connection, done, handshake_timeout, admitted, &established).await;
+                        if let Some((failure, detail)) = failure {
+                            report(&refusals, RefusalEvent { stage: "handshake", reason: failure.reason(), remote, detail });
+                        }
+                        return;
+                    }
+                },
+                Err(connecting) => connecting,
+            };
             // On timeout the handshake is dropped, which closes it; its place in the limits goes with `admitted`.
             let failure = match tokio::time::timeout(handshake_timeout, connecting).await {
                 Err(_) => (
@@ -100,7 +123,7 @@ pub async fn accept_loop(
                 Ok(Err(error)) => classify(&error),
                 Ok(Ok(connection)) => match tls::peer_key(&connection) {
                     Some(peer_key) => {
-                        let _ = established.send(Accepted { connection, peer_key, admitted }).await;
+                        let _ = established.send(Accepted { connection, peer_key, admitted, handshake: None }).await;
                         return;
                     }
                     None => {
@@ -123,6 +146,36 @@ impl Drop for TrimAfter<'_> {
     fn drop(&mut self) {
         self.0.handshake_done();
     }
+}
+
+/// The handshake of a connection that is not resumed: the client proves its key before it is handed over.
+/// Returns the refusal, if any (its place in the limits is freed before).
+async fn full_handshake(
+    connection: quinn::Connection,
+    done: quinn::ZeroRttAccepted,
+    timeout: std::time::Duration,
+    admitted: Admitted,
+    established: &mpsc::Sender<Accepted>,
+) -> Option<(HandshakeFailure, String)> {
+    let failure = match tokio::time::timeout(timeout, done).await {
+        Err(_) => {
+            connection.close(VarInt::from_u32(0), b"handshake timeout");
+            (HandshakeFailure::Timeout, format!("no completed handshake within {} ms", timeout.as_millis()))
+        }
+        Ok(_) => match (connection.close_reason(), tls::peer_key(&connection)) {
+            (Some(error), _) => classify(&error),
+            (None, Some(peer_key)) => {
+                let _ = established.send(Accepted { connection, peer_key, admitted, handshake: None }).await;
+                return None;
+            }
+            (None, None) => {
+                connection.close(VarInt::from_u32(8), b"no agent key");
+                (HandshakeFailure::WrongKeyType, "handshake completed without an Ed25519 agent key".into())
+            }
+        },
+    };
+    drop(admitted);
+    Some(failure)
 }
 
 #[cfg(test)]

@@ -187,6 +187,10 @@ pub fn server_config(credentials: &Credentials) -> Result<rustls::ServerConfig, 
         .with_client_cert_verifier(Arc::new(AnyAgentKey))
         .with_single_cert(vec![credentials.cert.clone()], credentials.key())?;
     config.alpn_protocols = vec![ALPN.to_vec()];
+    // Resumption and 0-RTT (session_cache.rs): stateful, single-use tickets; QUIC allows only 0 or u32::MAX here
+    // (the amount of early data is bounded by the transport's flow-control windows instead).
+    config.session_storage = rustls::server::ServerSessionMemoryCache::new(crate::session_cache::SERVER_TICKETS);
+    config.max_early_data_size = u32::MAX;
     Ok(config)
 }
 

@@ -163,11 +163,14 @@ async fn full_handshake(
             (HandshakeFailure::Timeout, format!("no completed handshake within {} ms", timeout.as_millis()))
         }
         Ok(_) => match (connection.close_reason(), tls::peer_key(&connection)) {
-            (Some(error), _) => classify(&error),
-            (None, Some(peer_key)) => {
+            // A client that finished its handshake and closed at once (a dial abandoned as it completed): an
+            // application close travels only after the handshake, so this is a channel that lived, handed over
+            // already closing (as before 0-RTT) rather than reported as a refused handshake.
+            (None | Some(quinn::ConnectionError::ApplicationClosed(_)), Some(peer_key)) => {
                 let _ = established.send(Accepted { connection, peer_key, admitted, handshake: None }).await;
                 return None;
             }
+            (Some(error), _) => classify(&error),
             (None, None) => {
                 connection.close(VarInt::from_u32(8), b"no agent key");
                 (HandshakeFailure::WrongKeyType, "handshake completed without an Ed25519 agent key".into())

@@ -5,6 +5,7 @@ import { muxOverStream, type Channel, type ChannelStream, type MuxedChannel, typ
 import { Http2ChannelStream } from './http2-stream.js';
 import { OutboundBudget } from './outbound-budget.js';
 import { fromHttp2Code, toHttp2Code } from './reset-codes.js';
+import { resetSoon } from './stream-reset.js';
 
 export const AGENTLINK_PATH = '/agentlink';
 
@@ -89,7 +90,7 @@ export class Http2Channel implements Channel {
         if (refusal) {
           // Not an agentlink request: refused (PROTOCOL_ERROR) and reported, never handled.
           stream.on('error', ignoreStreamError);
-          stream.close(toHttp2Code('PROTOCOL_ERROR'));
+          resetSoon(stream, toHttp2Code('PROTOCOL_ERROR')); // inside nghttp2's callback: see stream-reset.ts
           const what = refusal === 'second reverse stream' ? refusal : `${refusal} ${String(headers[refusal === 'method' ? ':method' : ':path']).slice(0, 64)}`;
           init.onRefused?.({ stage: 'stream', reason: 'not-agentlink', kind: 'http2', remoteAddress, peer, code: 'PROTOCOL_ERROR', detail: what });
           return;
@@ -102,7 +103,7 @@ export class Http2Channel implements Channel {
         }
         if (this.draining) {
           stream.on('error', ignoreStreamError);
-          stream.close(constants.NGHTTP2_REFUSED_STREAM); // never processed: the caller retries elsewhere
+          resetSoon(stream, constants.NGHTTP2_REFUSED_STREAM); // never processed: the caller retries elsewhere
           return;
         }
         // The response HEADERS wait for the first reply bytes: one packet (and one wake-up of the caller), not two.

@@ -4,6 +4,7 @@ import { ChunkQueue, type ChannelStream } from '@agentlink/core/transport';
 import { afterScheduledSends, currentTurn } from './first-write-turn.js';
 import type { OutboundBudget } from './outbound-budget.js';
 import { fromHttp2Code, isAgentlinkCode, toHttp2Code } from './reset-codes.js';
+import { resetSoon } from './stream-reset.js';
 
 const RESOLVED = Promise.resolve();
 /**
@@ -126,7 +127,7 @@ export class Http2ChannelStream implements ChannelStream {
   reset(reason: AgentError): void {
     if (this.failure || this.stream.closed) return;
     this.fail(reason);
-    this.stream.close(toHttp2Code(reason.code));
+    resetSoon(this.stream, toHttp2Code(reason.code)); // never at once: see stream-reset.ts
   }
 
   /** Time to first token: a second write in the turn of the first lets node send the first (first-write-turn.ts). */

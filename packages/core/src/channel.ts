@@ -20,6 +20,11 @@ export interface ChannelStream {
   /** Ends our sending side; the peer reads the end after all written bytes. */
   end(): Promise<void>;
   /**
+   * `write(chunk)` then `end()` in one step, where the transport can say both at once (the mux: one frame with
+   * the FIN flag instead of two). Optional: core falls back to write and end.
+   */
+  endWith?(chunk: Uint8Array): Promise<void>;
+  /**
    * Reads the next chunk; resolves undefined once the peer ended its side.
    * Rejects with an AgentError when the stream was reset (locally: with the given error; remotely: with the code
    * the peer sent) or the channel closed.
@@ -44,6 +49,13 @@ export interface OpenStreamOptions {
    * replay it; every other stream waits for the handshake.
    */
   idempotent?: boolean;
+  /**
+   * The opener will send nothing on the stream after its first writes but an abort (a cancel message, a
+   * reset): a unary or server-streaming call's request. A transport may then end the opener's side when the
+   * peer ends its own, instead of a separate end from the opener (the mux leaves out the caller's FIN; see
+   * docs/protocol.md). The opener still calls `end()` once it read the peer's end; that is then a no-op.
+   */
+  endsWithPeer?: boolean;
 }
 
 /** How a channel reaches its peer: straight to a listening address, through a punched NAT, or via a relay. */

@@ -30,6 +30,24 @@ export class FramedStream implements BudgetHolder {
     const segments = encodeFrameSegments(message, this.maxFrameSize);
     // In order: a second write must not overtake a first one still waiting for credit.
     const written = segments.length === 1 ? this.stream.write(segments[0]!) : this.stream.write(segments[0]!).then(() => this.stream.write(segments[1]!));
+    return this.charged(written, segments);
+  }
+
+  /**
+   * Sends the stream's last message and ends our side: one step where the transport can fold the end into the
+   * write (ChannelStream.endWith: on the mux, one frame instead of two), else a write and then an end.
+   */
+  sendLast(message: WireMessage): Promise<void> {
+    const { stream } = this;
+    if (!stream.endWith) return this.send(message).then(() => stream.end());
+    const segments = encodeFrameSegments(message, this.maxFrameSize);
+    const written =
+      segments.length === 1 ? stream.endWith(segments[0]!) : stream.write(segments[0]!).then(() => stream.endWith!(segments[1]!));
+    return this.charged(written, segments);
+  }
+
+  /** Charges the send budget with `segments` until `written` settles (the transport took them). */
+  private charged(written: Promise<void>, segments: Uint8Array[]): Promise<void> {
     const sendBudget = this.sendBudget;
     if (!sendBudget) return written;
     const bytes = segments.length === 1 ? segments[0]!.length : segments[0]!.length + segments[1]!.length;

@@ -31,6 +31,12 @@ export interface ChannelStream {
    */
   read(): Promise<Uint8Array | undefined>;
   /**
+   * A chunk that already arrived, taken without waiting; undefined when none did (the end and failures are only
+   * reported by `read`). Optional: lets core take a request that came with the stream's opening without a timer
+   * or a promise.
+   */
+  readNow?(): Uint8Array | undefined;
+  /**
    * Aborts both directions. The peer's pending and later reads/writes fail with `reason.code`; ours with
    * `reason` itself. Idempotent; a no-op once the stream is done.
    */

@@ -43,17 +43,13 @@ export async function serveInboundStream(stream: ChannelStream, channel: Channel
     return;
   }
   const framed = new FramedStream(stream, deps.maxFrameSize, budget, deps.replyBudget(channel));
-  const timer = setTimeout(() => {
-    refuseStream(stream, channel, deps, 'request-timeout', new AgentError('DEADLINE_EXCEEDED', `request not complete within ${deps.requestTimeoutMs} ms`));
-  }, deps.requestTimeoutMs);
   let first: WireMessage | undefined;
   try {
-    first = await framed.receive();
+    // Usually the request came with the stream's opening (the mux's OPEN): taken at once, with no timer to arm.
+    first = framed.receiveNow() ?? (await receiveRequest(framed, stream, channel, deps));
   } catch (error) {
     stream.reset(toAgentError(error, 'PROTOCOL_ERROR'));
     return;
-  } finally {
-    clearTimeout(timer);
   }
   if (first?.type === 'ping') return answerPing(framed, first.nonce);
   if (first?.type !== 'request') {
@@ -65,6 +61,18 @@ export async function serveInboundStream(stream: ChannelStream, channel: Channel
   // Interceptors may wait (rate limits): the caller's cancel and the deadline are watched from now on.
   call.armWatchers();
   deps.dispatch(call, call.reply);
+}
+
+/** Waits for the stream's request, within `requestTimeoutMs` (then the stream is refused and reset). */
+async function receiveRequest(framed: FramedStream, stream: ChannelStream, channel: Channel, deps: InboundDeps): Promise<WireMessage | undefined> {
+  const timer = setTimeout(() => {
+    refuseStream(stream, channel, deps, 'request-timeout', new AgentError('DEADLINE_EXCEEDED', `request not complete within ${deps.requestTimeoutMs} ms`));
+  }, deps.requestTimeoutMs);
+  try {
+    return await framed.receive();
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**

@@ -179,6 +179,10 @@ export class MuxStream implements ChannelStream {
     return this.incoming.read();
   }
 
+  readNow(): Uint8Array | undefined {
+    return this.incoming.readNow();
+  }
+
   reset(reason: AgentError): void {
     if (this.failure || (this.localEnded && this.remoteEnded)) return;
     if (this.announced) this.host.sendReset(this.id, reason); // an unannounced stream is unknown to the peer

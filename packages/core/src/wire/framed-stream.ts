@@ -68,6 +68,24 @@ export class FramedStream implements BudgetHolder {
     return this.ready.length === 0 && this.decoder.idle;
   }
 
+  /**
+   * The next message if it already arrived whole (ChannelStream.readNow), without waiting; undefined when it did
+   * not (then `receive` waits for it, or for the end). Throws as `receive` does on a frame that breaks the rules.
+   */
+  receiveNow(): WireMessage | undefined {
+    const { stream } = this;
+    for (;;) {
+      const payload = this.ready.shift();
+      if (payload) {
+        this.lastFrameBytes = payload.length;
+        return decodePayload(payload);
+      }
+      const chunk = stream.readNow?.();
+      if (!chunk) return undefined;
+      this.take(chunk);
+    }
+  }
+
   /** The next message, or undefined when the peer ended the stream cleanly between frames. */
   async receive(): Promise<WireMessage | undefined> {
     for (;;) {
@@ -92,16 +110,21 @@ export class FramedStream implements BudgetHolder {
         }
         return undefined;
       }
-      let frames: Uint8Array[];
-      try {
-        frames = this.decoder.push(chunk);
-      } catch (error) {
-        this.budget?.set(this, 0); // FRAME_TOO_LARGE: the caller resets the stream
-        throw error;
-      }
-      for (const frame of frames) this.ready.push(frame);
-      this.budget?.set(this, this.decoder.footprint);
+      this.take(chunk);
     }
+  }
+
+  /** Feeds a chunk to the decoder: its whole frames become ready, the rest is charged to the budget. */
+  private take(chunk: Uint8Array): void {
+    let frames: Uint8Array[];
+    try {
+      frames = this.decoder.push(chunk);
+    } catch (error) {
+      this.budget?.set(this, 0); // FRAME_TOO_LARGE: the caller resets the stream
+      throw error;
+    }
+    for (const frame of frames) this.ready.push(frame);
+    this.budget?.set(this, this.decoder.footprint);
   }
 
   evict(reason: AgentError): void {

@@ -7,9 +7,9 @@
  *
  *   pnpm build && pnpm --filter @agentlink/benchmarks ab-builds snapshot before
  *   (change something) pnpm build && pnpm --filter @agentlink/benchmarks ab-builds snapshot after
- *   pnpm --filter @agentlink/benchmarks ab-builds compare before after [--channel http2|ws] [--rounds 14]
+ *   pnpm --filter @agentlink/benchmarks ab-builds compare before after [--channel http2|ws|quic] [--rounds 14]
  *
- * A snapshot copies the built core and channel packages (dist + package.json) under benchmarks/.builds/<name>,
+ * A snapshot copies the built core and channel packages (dist + package.json, and the QUIC engine's addon) under benchmarks/.builds/<name>,
  * with their third-party dependencies linked, so each build loads its own copy of every agentlink module.
  */
 import { cpSync, existsSync, mkdirSync, readdirSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { median } from './median.js';
 
-const PACKAGES = ['core', 'http2', 'ws'];
+const PACKAGES = ['core', 'http2', 'ws', 'quic'];
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const buildsDir = join(root, 'benchmarks/.builds');
 
@@ -31,7 +31,7 @@ const [command, ...names] = positionals;
 if (command === 'snapshot' && names.length === 1) snapshot(names[0]!);
 else if (command === 'compare' && names.length >= 2) await compare(names, values.channel!, Number(values.rounds), Number(values.calls));
 else {
-  console.error('usage: ab-builds snapshot <name> | ab-builds compare <name> <name> [...] [--channel http2|ws] [--rounds n] [--calls n]');
+  console.error('usage: ab-builds snapshot <name> | ab-builds compare <name> <name> [...] [--channel http2|ws|quic] [--rounds n] [--calls n]');
   process.exit(2);
 }
 
@@ -45,6 +45,8 @@ function snapshot(name: string): void {
     mkdirSync(to, { recursive: true });
     cpSync(join(from, 'dist'), join(to, 'dist'), { recursive: true });
     cpSync(join(from, 'package.json'), join(to, 'package.json'));
+    // The QUIC engine built in place (agentlink-quic.<target>.node) loads from the package's root.
+    for (const file of readdirSync(from)) if (file.endsWith('.node')) cpSync(join(from, file), join(to, file));
     // Third-party dependencies resolve from the snapshot's node_modules: link them there once.
     for (const dep of readdirSync(join(from, 'node_modules'))) {
       if (dep === '@agentlink' || existsSync(join(modules, dep))) continue;
@@ -60,7 +62,12 @@ async function compare(builds: string[], channel: string, rounds: number, callsP
   for (const name of builds) {
     const modules = join(buildsDir, name, 'node_modules/@agentlink');
     const core = await import(join(modules, 'core/dist/index.js'));
-    const transport = channel === 'ws' ? (await import(join(modules, 'ws/dist/index.js'))).webSocket : (await import(join(modules, 'http2/dist/index.js'))).http2;
+    const transport =
+      channel === 'ws'
+        ? (await import(join(modules, 'ws/dist/index.js'))).webSocket
+        : channel === 'quic'
+          ? (await import(join(modules, 'quic/dist/index.js'))).quic
+          : (await import(join(modules, 'http2/dist/index.js'))).http2;
     const server = await core.createAgent({ channels: [transport({ port: 0, host: '127.0.0.1' })] });
     server.handle('echo', (body: unknown) => body);
     const client = await core.createAgent({ channels: [transport()] });

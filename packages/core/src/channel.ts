@@ -20,11 +20,22 @@ export interface ChannelStream {
   /** Ends our sending side; the peer reads the end after all written bytes. */
   end(): Promise<void>;
   /**
+   * `write(chunk)` then `end()` in one step, where the transport can say both at once (the mux: one frame with
+   * the FIN flag instead of two). Optional: core falls back to write and end.
+   */
+  endWith?(chunk: Uint8Array): Promise<void>;
+  /**
    * Reads the next chunk; resolves undefined once the peer ended its side.
    * Rejects with an AgentError when the stream was reset (locally: with the given error; remotely: with the code
    * the peer sent) or the channel closed.
    */
   read(): Promise<Uint8Array | undefined>;
+  /**
+   * A chunk that already arrived, taken without waiting; undefined when none did (the end and failures are only
+   * reported by `read`). Optional: lets core take a request that came with the stream's opening without a timer
+   * or a promise.
+   */
+  readNow?(): Uint8Array | undefined;
   /**
    * Aborts both directions. The peer's pending and later reads/writes fail with `reason.code`; ours with
    * `reason` itself. Idempotent; a no-op once the stream is done.
@@ -44,6 +55,13 @@ export interface OpenStreamOptions {
    * replay it; every other stream waits for the handshake.
    */
   idempotent?: boolean;
+  /**
+   * The opener will send nothing on the stream after its first writes but an abort (a cancel message, a
+   * reset): a unary or server-streaming call's request. A transport may then end the opener's side when the
+   * peer ends its own, instead of a separate end from the opener (the mux leaves out the caller's FIN; see
+   * docs/protocol.md). The opener still calls `end()` once it read the peer's end; that is then a no-op.
+   */
+  endsWithPeer?: boolean;
 }
 
 /** How a channel reaches its peer: straight to a listening address, through a punched NAT, or via a relay. */

@@ -51,6 +51,8 @@ describe('mux', () => {
       onStream: () => undefined,
       pipe: { send: (m) => void sent.push(Buffer.from(m)), bufferedAmount: 0, close: () => undefined },
     });
+    expect(sent.map((frame) => frame[0])).toEqual([6]); // SETTINGS: our window and features, first thing
+    sent.length = 0;
     const quiet = await channel.openStream();
     quiet.reset(new AgentError('CANCELLED', 'never mind'));
     expect(sent).toEqual([]);
@@ -159,6 +161,7 @@ describe('mux', () => {
   it('a congested pipe takes waiting streams by priority as it drains: critical frames go out before low ones', async () => {
     const pipe = { sent: [] as Uint8Array[], bufferedAmount: 5000, send(m: Uint8Array) { this.sent.push(m); this.bufferedAmount += m.length; }, close() {} };
     const mux = new MuxedChannel({ kind: 'test', peer: Identity.generate().id, remoteAddress: 'memory', role: 'dialer', onStream: () => undefined, pipe, highWaterMark: 1000, maxChunk: 100 });
+    pipe.sent.length = 0; // the SETTINGS every mux starts with
     const low = await mux.openStream({ priority: 'low' });
     const critical = await mux.openStream({ priority: 'critical' });
     const writes = [low.write(Buffer.alloc(500, 1)), critical.write(Buffer.alloc(500, 2))];

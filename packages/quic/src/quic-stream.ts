@@ -27,6 +27,10 @@ export class QuicChannelStream implements ChannelStream {
   private blocked: Promise<void> | undefined;
   private writeFailure: AgentError | undefined;
 
+  /** `readNow` met the peer's end, or a failure: the next `read` reports it (the engine reports either once). */
+  private endTaken = false;
+  private readNowFailure: { error: unknown } | undefined;
+
   /** The read waiting in the engine, if any: a write the peer stopped fails only after it (see `writeFailed`). */
   private pendingRead: Promise<unknown> | undefined;
 
@@ -149,8 +153,40 @@ export class QuicChannelStream implements ChannelStream {
     );
   }
 
+  /**
+   * The reply's last write and our end in the same turn (no promise hop between them), so the engine has the
+   * FIN before it builds the packet more often: one packet carries the reply and its end.
+   */
+  endWith(chunk: Uint8Array): Promise<void> {
+    const written = this.write(chunk);
+    return written === RESOLVED ? this.end() : written.then(() => this.end());
+  }
+
+  /** Bytes the engine holds now, in one crossing; the end and failures are left for `read`. */
+  readNow(): Uint8Array | undefined {
+    if (this.localReset || this.endTaken || this.readNowFailure || this.pendingRead) return undefined;
+    let ready: Buffer | null;
+    try {
+      ready = this.native.tryRead(READ_SIZE);
+    } catch (error) {
+      this.readNowFailure = { error };
+      return undefined;
+    }
+    if (ready === null) return undefined;
+    if (ready.length === 0) {
+      this.endTaken = true;
+      return undefined;
+    }
+    return ready;
+  }
+
   read(): Promise<Uint8Array | undefined> {
     if (this.localReset) return Promise.reject(this.localReset);
+    if (this.endTaken) {
+      this.endTaken = false;
+      return Promise.resolve(this.remoteEnd());
+    }
+    if (this.readNowFailure) return Promise.reject(this.fail(this.readNowFailure.error));
     try {
       const ready = this.native.tryRead(READ_SIZE);
       if (ready) return Promise.resolve(ready.length > 0 ? ready : this.remoteEnd());

@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { AgentError, createAgent, Identity, type Agent } from '@agentlink/core';
-import { selfSignedCertificate } from '@agentlink/core/transport';
+import { encodeFrame, selfSignedCertificate } from '@agentlink/core/transport';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadNative, quic } from '../src/index.js';
 
@@ -26,6 +26,43 @@ async function agent(options: Parameters<typeof quic>[0] = { port: 0 }): Promise
 }
 
 describe('QUIC channel specifics', () => {
+  it('what a stream brings with its opening is taken at once (readNow): a request is answered, a bare end refused', async () => {
+    const server = await agent();
+    const at = server.addresses[0]!.indexOf('@');
+    const transport = quic();
+    const identity = Identity.generate();
+    const channel = await transport.dial(new URL(server.addresses[0]!.slice(at + 1)), {
+      identity,
+      tls: selfSignedCertificate(identity),
+      onStream: (stream) => stream.reset(new AgentError('NO_HANDLER', 'serves nothing')),
+      expectedPeer: server.id,
+      signal: AbortSignal.timeout(10_000),
+    });
+    const request = encodeFrame({ type: 'request', method: 'echo', timeoutMs: null, priority: 'normal', metadata: {}, body: 'whole', mode: 'unary' });
+    const readAll = async (stream: Awaited<ReturnType<typeof channel.openStream>>): Promise<string> => {
+      try {
+        let bytes = 0;
+        for (let chunk = await stream.read(); chunk; chunk = await stream.read()) bytes += chunk.length;
+        return `ended after ${bytes > 0 ? 'a reply' : 'nothing'}`;
+      } catch (error) {
+        return (error as AgentError).code;
+      }
+    };
+    // A request alone: answered (our end follows the reply, as a caller's does).
+    const whole = await channel.openStream();
+    await whole.write(request);
+    const replied = readAll(whole);
+    // A stream ended with no bytes: refused as a protocol error, never left open.
+    const bare = await channel.openStream();
+    await bare.write(new Uint8Array(0));
+    await bare.end();
+    expect(await readAll(bare)).toBe('PROTOCOL_ERROR');
+    expect(await replied).toBe('ended after a reply');
+    await whole.end();
+    await channel.close();
+    await transport.close?.();
+  });
+
   it('the engine loads: the local build in a clone, else the platform package (the release workflow removes the local one)', () => {
     const native = loadNative();
     expect(native.ok).toBe(true);

@@ -1,8 +1,8 @@
 import { request } from 'node:https';
 import { once } from 'node:events';
 import { Identity, createAgent, type Agent } from '@agentlink/core';
-import { selfSignedCertificate } from '@agentlink/core/transport';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MuxedChannel, selfSignedCertificate } from '@agentlink/core/transport';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
 import { webSocket } from '../src/index.js';
 
@@ -49,6 +49,26 @@ describe('ws channel specifics', () => {
       expect((await serverSide!.closed).code).toBe('PROTOCOL_ERROR');
       expect((await clientSide!.closed).code).toBe('PROTOCOL_ERROR');
       expect(await client.send(server.addresses[0]!, 'echo', 'redialled')).toBe('redialled');
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('a unary call is two WebSocket messages: the request with OPEN|ENDS_WITH_PEER, the response with DATA|FIN', async () => {
+    const client = await createAgent({ channels: [webSocket()] });
+    try {
+      // The channel and both SETTINGS. The first call may leave before the server's SETTINGS arrive (then it
+      // is plain OPEN/DATA/FIN frames): the second's reply comes after that call's FIN on the ordered pipe.
+      await client.send(server.addresses[0]!, 'echo', 'warm-up');
+      await client.send(server.addresses[0]!, 'echo', 'warm-up');
+      const received = vi.spyOn(MuxedChannel.prototype, 'receive');
+      for (let i = 0; i < 5; i++) expect(await client.send(server.addresses[0]!, 'echo', i)).toBe(i);
+      await new Promise((resolve) => setImmediate(resolve));
+      const typeBytes = received.mock.calls.map(([message]) => message[0]);
+      received.mockRestore();
+      expect(typeBytes.filter((byte) => byte === 0x40)).toHaveLength(5); // OPEN with the request, no FIN of the caller
+      expect(typeBytes.filter((byte) => byte === 0x81)).toHaveLength(5); // the response carrying the FIN
+      expect(typeBytes).toHaveLength(10);
     } finally {
       await client.close();
     }

@@ -71,7 +71,10 @@ class CallAttempt implements CallControl {
   private async open(): Promise<void> {
     const { call, deps } = this;
     this.channel = deps.pool.tryReserve(call.peer) ?? (await deps.pool.reserve(call.peer, call.priority, this.aborted.signal));
-    const stream = await this.channel.openStream({ priority: call.priority, idempotent: call.idempotent });
+    // A unary or streamed call's caller sends nothing after its request but a cancel: its side may end with the
+    // peer's (on the mux, no FIN of ours crosses the pipe).
+    const endsWithPeer = call.mode === 'unary' || call.mode === 'stream';
+    const stream = await this.channel.openStream({ priority: call.priority, idempotent: call.idempotent, endsWithPeer });
     deps.pool.touch(this.channel);
     this.framed = new FramedStream(stream, deps.maxFrameSize, deps.budget(this.channel));
     if (this.aborted.reason) this.resetStream(this.aborted.reason);

@@ -43,17 +43,13 @@ export async function serveInboundStream(stream: ChannelStream, channel: Channel
     return;
   }
   const framed = new FramedStream(stream, deps.maxFrameSize, budget, deps.replyBudget(channel));
-  const timer = setTimeout(() => {
-    refuseStream(stream, channel, deps, 'request-timeout', new AgentError('DEADLINE_EXCEEDED', `request not complete within ${deps.requestTimeoutMs} ms`));
-  }, deps.requestTimeoutMs);
   let first: WireMessage | undefined;
   try {
-    first = await framed.receive();
+    // Usually the request came with the stream's opening (the mux's OPEN): taken at once, with no timer to arm.
+    first = framed.receiveNow() ?? (await receiveRequest(framed, stream, channel, deps));
   } catch (error) {
     stream.reset(toAgentError(error, 'PROTOCOL_ERROR'));
     return;
-  } finally {
-    clearTimeout(timer);
   }
   if (first?.type === 'ping') return answerPing(framed, first.nonce);
   if (first?.type !== 'request') {
@@ -65,6 +61,18 @@ export async function serveInboundStream(stream: ChannelStream, channel: Channel
   // Interceptors may wait (rate limits): the caller's cancel and the deadline are watched from now on.
   call.armWatchers();
   deps.dispatch(call, call.reply);
+}
+
+/** Waits for the stream's request, within `requestTimeoutMs` (then the stream is refused and reset). */
+async function receiveRequest(framed: FramedStream, stream: ChannelStream, channel: Channel, deps: InboundDeps): Promise<WireMessage | undefined> {
+  const timer = setTimeout(() => {
+    refuseStream(stream, channel, deps, 'request-timeout', new AgentError('DEADLINE_EXCEEDED', `request not complete within ${deps.requestTimeoutMs} ms`));
+  }, deps.requestTimeoutMs);
+  try {
+    return await framed.receive();
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**
@@ -303,9 +311,9 @@ class InboundCall implements CallInfo, CallControl {
     clearTimeout(this.timer);
     this.incoming?.drop();
     if (this.aborted.reason) return; // the stream was reset when the call aborted
+    this.replied = true; // a caller whose side ends with ours (endsWithPeer) has not cancelled
     try {
-      await this.framed.send({ type: 'error', code: error.code, message: error.message });
-      await this.framed.stream.end();
+      await this.framed.sendLast({ type: 'error', code: error.code, message: error.message });
       // Nothing read the caller's end yet: read it, so QUIC frees the stream.
       if (!this.watching) await this.framed.stream.read();
     } catch {
@@ -319,25 +327,34 @@ class InboundCall implements CallInfo, CallControl {
  * An item's write resolves once the transport took it within its credit: returned, it holds the producer.
  */
 class ReplyWriter implements CallHandler {
-  /** The response's write: the end of our side must not overtake it while it waits for credit. */
-  private response: Promise<void> | undefined;
+  /**
+   * A unary response waits for the call's end (which follows it at once), so both leave as one step: on the
+   * mux one frame carrying the FIN flag instead of a response and a FIN. `undefined` is a valid body: `held`
+   * says whether one waits.
+   */
+  private held = false;
+  private heldBody: unknown;
 
   constructor(private readonly call: InboundCall) {}
 
   onResponse(body: unknown): void {
     this.call.replied = true;
-    this.response = this.call.framed.send({ type: 'response', body });
+    this.held = true;
+    this.heldBody = body;
   }
 
   onItem(item: unknown): Promise<void> {
+    this.sendHeld();
     return this.call.framed.send({ type: 'item', body: item });
   }
 
   onEnd(): void {
     const { call } = this;
     call.replied = true;
-    const last = this.response ?? call.framed.send({ type: 'end' });
-    last.then(() => call.framed.stream.end()).catch((error: unknown) => {
+    const message: WireMessage = this.held ? { type: 'response', body: this.heldBody } : { type: 'end' };
+    this.held = false;
+    this.heldBody = undefined;
+    call.framed.sendLast(message).catch((error: unknown) => {
       // The caller's reset failed the write: the call is aborted already, or the failure goes out as the reply.
       if (!call.abortReason) void call.replyError(toAgentError(error, 'UNAVAILABLE'));
     });
@@ -345,7 +362,17 @@ class ReplyWriter implements CallHandler {
   }
 
   onError(error: AgentError): void {
+    this.sendHeld();
     void this.call.replyError(error);
+  }
+
+  /** A response followed by something other than the end (an interceptor's doing) goes out first, in order. */
+  private sendHeld(): void {
+    if (!this.held) return;
+    this.held = false;
+    const body = this.heldBody;
+    this.heldBody = undefined;
+    this.call.framed.send({ type: 'response', body }).catch(() => undefined);
   }
 }
 

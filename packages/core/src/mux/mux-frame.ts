@@ -13,6 +13,29 @@ export const MuxFrameType = {
 } as const;
 
 /**
+ * Flags in the high bits of the type byte, on OPEN and DATA only, sent only to a peer that announced
+ * {@link MuxFeature.frameFlags} (a peer without the feature closes the channel on the unknown type byte).
+ * `fin`: the sender's side ends after this frame's body (a FIN folded into the frame). `endsWithPeer` (OPEN
+ * only): the opener will send nothing on this stream but an abort (a cancel message, a RESET), so its side ends
+ * when the receiver ends its own: no FIN of the opener's crosses the pipe.
+ */
+export const MuxFrameFlag = { fin: 0x80, endsWithPeer: 0x40 } as const;
+
+/**
+ * Features a side announces in the stream-id field of its SETTINGS frame (always its first frame). Peers from
+ * before features read SETTINGS' window and ignore that field, and announce 0.
+ */
+export const MuxFeature = { frameFlags: 1 } as const;
+export const MUX_FEATURES = MuxFeature.frameFlags;
+
+export const MUX_FLAG_BITS = MuxFrameFlag.fin | MuxFrameFlag.endsWithPeer;
+
+/** Whether `flags` may sit on a frame of `type`: both on OPEN, `fin` on DATA, none elsewhere. */
+export function flagsAllowed(type: number, flags: number): boolean {
+  return flags === 0 || type === MuxFrameType.open || (type === MuxFrameType.data && flags === MuxFrameFlag.fin);
+}
+
+/**
  * Send credit every stream starts with, before the peer's SETTINGS say otherwise. A side's receive window is at
  * least this (so credit granted before its SETTINGS arrive never overruns it); a larger one is announced.
  */
@@ -21,9 +44,9 @@ export const INITIAL_WINDOW = 256 * 1024;
 export type MuxFrameTypeNumber = (typeof MuxFrameType)[keyof typeof MuxFrameType];
 export const MUX_HEADER_BYTES = 5;
 
-export function encodeMuxFrame(type: MuxFrameTypeNumber, streamId: number, body?: Uint8Array): Buffer {
+export function encodeMuxFrame(type: MuxFrameTypeNumber, streamId: number, body?: Uint8Array, flags = 0): Buffer {
   const frame = Buffer.allocUnsafe(MUX_HEADER_BYTES + (body?.length ?? 0));
-  frame[0] = type;
+  frame[0] = type | flags;
   frame.writeUInt32BE(streamId, 1);
   if (body) frame.set(body, MUX_HEADER_BYTES);
   return frame;

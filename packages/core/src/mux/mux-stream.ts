@@ -2,6 +2,7 @@ import { AgentError } from '../errors.js';
 import type { ChannelStream } from '../channel.js';
 import { ChunkQueue } from '../util/chunk-queue.js';
 import type { Priority } from '../wire/messages.js';
+import { MuxFrameFlag } from './mux-frame.js';
 
 /** What a stream needs from its multiplexer; keeps MuxStream testable and free of pipe details. */
 export interface MuxStreamHost {
@@ -13,7 +14,9 @@ export interface MuxStreamHost {
    * it at once, so a producer that writes a burst without waiting does not hold its first token until the end
    * of its turn, while a unary call's one message still shares a write with its FIN (and with other calls').
    */
-  sendData(id: number, chunk: Uint8Array, open: boolean, second: boolean): void;
+  sendData(id: number, chunk: Uint8Array, open: boolean, second: boolean, flags?: number): void;
+  /** The peer understands frame flags (see MuxFrameFlag): a FIN may be folded into the last data frame. */
+  readonly frameFlags: boolean;
   sendWindow(id: number, increment: number): void;
   /** The channel's RTT estimate in ms (see MuxedChannel.rttSample), undefined before the first sample. */
   readonly rttMs: number | undefined;
@@ -73,6 +76,12 @@ export class MuxStream implements ChannelStream {
   priority: Priority = 'normal';
   /** Already in the host's queue for the pipe. */
   waitingForPipe = false;
+  /**
+   * The opener sends nothing but an abort after its first frames, so its side ends with the other side's (the
+   * OPEN carries MuxFrameFlag.endsWithPeer): a unary call's caller sends no FIN of its own. Set before the
+   * first frame on a stream we open (only toward a peer with frame flags), from the OPEN on one the peer opened.
+   */
+  endsWithPeer = false;
 
   constructor(
     readonly id: number,
@@ -87,7 +96,11 @@ export class MuxStream implements ChannelStream {
     this.grantedLimit = window;
     this.sendCredit = sendWindow;
     this.announced = origin === 'remote';
+    this.isRemote = origin === 'remote';
   }
+
+  /** The peer opened this stream. */
+  private readonly isRemote: boolean;
 
   /** Receive window bytes above the configured one: what this stream holds of the channel's growth budget. */
   get grownBytes(): number {
@@ -128,15 +141,46 @@ export class MuxStream implements ChannelStream {
   end(): Promise<void> {
     if (this.failure) return Promise.reject(this.failure);
     if (this.localEnded) return RESOLVED;
+    if (!this.announced && this.host.frameFlags) return this.endWith(new Uint8Array(0));
     this.localEnded = true;
     if (!this.announced) this.sendData(new Uint8Array(0));
     this.host.sendFin(this.id);
-    this.releaseIfDone();
+    this.localEndDone();
     return RESOLVED;
+  }
+
+  /**
+   * Writes `chunk` and ends our side: one frame with the FIN flag when the peer understands it and the chunk
+   * fits the credit, one frame, and the pipe's room; otherwise a write and then a FIN, as `write` and `end` do.
+   */
+  endWith(chunk: Uint8Array): Promise<void> {
+    if (this.failure) return Promise.reject(this.failure);
+    if (this.localEnded) return Promise.reject(new AgentError('CLOSED', 'write after end'));
+    if (!this.host.frameFlags || chunk.length > this.sendCredit || chunk.length > this.host.maxChunk || this.host.congested) {
+      return this.write(chunk).then(() => this.end());
+    }
+    this.sendCredit -= chunk.length;
+    this.localEnded = true;
+    this.sendData(chunk, MuxFrameFlag.fin);
+    this.localEndDone();
+    return RESOLVED;
+  }
+
+  /** Our side ended: a stream whose opener ends with us (endsWithPeer) is then over on both sides. */
+  private localEndDone(): void {
+    if (this.endsWithPeer && this.isRemote && !this.remoteEnded) {
+      this.remoteEnded = true;
+      this.incoming.end();
+    }
+    this.releaseIfDone();
   }
 
   read(): Promise<Uint8Array | undefined> {
     return this.incoming.read();
+  }
+
+  readNow(): Uint8Array | undefined {
+    return this.incoming.readNow();
   }
 
   reset(reason: AgentError): void {
@@ -172,6 +216,12 @@ export class MuxStream implements ChannelStream {
     if (this.failure || this.remoteEnded) return;
     this.remoteEnded = true;
     this.incoming.end();
+    if (this.endsWithPeer && !this.isRemote && !this.localEnded) {
+      // Our side ends with the peer's (we said so on OPEN): no FIN of ours. A write still waiting for credit
+      // can never be read now.
+      this.localEnded = true;
+      if (this.creditWaiters.length > 0) this.rejectWriters(new AgentError('CLOSED', 'the peer ended the stream'));
+    }
     this.releaseIfDone();
   }
 
@@ -181,10 +231,14 @@ export class MuxStream implements ChannelStream {
     this.failure = reason;
     this.waitingForPipe = false;
     this.incoming.fail(reason);
+    this.rejectWriters(reason);
+    this.host.release(this.id);
+  }
+
+  private rejectWriters(reason: AgentError): void {
     const waiters = this.creditWaiters;
     this.creditWaiters = [];
     for (const waiter of waiters) waiter.reject(reason);
-    this.host.release(this.id);
   }
 
   setPriority(priority: Priority): void {
@@ -200,8 +254,9 @@ export class MuxStream implements ChannelStream {
     for (const waiter of waiters) waiter.resolve();
   }
 
-  private sendData(chunk: Uint8Array): void {
-    this.host.sendData(this.id, chunk, !this.announced, this.dataFrames === 1);
+  private sendData(chunk: Uint8Array, fin = 0): void {
+    const flags = !this.announced && this.endsWithPeer ? fin | MuxFrameFlag.endsWithPeer : fin;
+    this.host.sendData(this.id, chunk, !this.announced, this.dataFrames === 1, flags);
     this.announced = true;
     if (this.dataFrames < 2) this.dataFrames++;
   }

@@ -1,7 +1,19 @@
 import { AgentError, errorCodeFromNumber, errorCodeToNumber } from '../errors.js';
 import type { Channel, ChannelKind, ChannelPath, ChannelStream, OpenStreamOptions } from '../channel.js';
 import type { AgentId } from '../identity/agent-id.js';
-import { encodeGoaway, encodeMuxFrame, encodeU32Frame, INITIAL_WINDOW, MUX_HEADER_BYTES, MuxFrameType } from './mux-frame.js';
+import {
+  encodeGoaway,
+  encodeMuxFrame,
+  encodeU32Frame,
+  flagsAllowed,
+  INITIAL_WINDOW,
+  MUX_FEATURES,
+  MUX_FLAG_BITS,
+  MUX_HEADER_BYTES,
+  MuxFeature,
+  MuxFrameFlag,
+  MuxFrameType,
+} from './mux-frame.js';
 import { MuxStream, type MuxStreamHost } from './mux-stream.js';
 import { readU32 } from '../util/bytes.js';
 import { WeightedPriorityQueue } from '../scheduler/priority-queue.js';
@@ -83,6 +95,8 @@ export class MuxedChannel implements Channel, MuxStreamHost {
   private minRttMs: number | undefined;
   /** The peer's receive window: the protocol's initial one until its SETTINGS say more. */
   private peerWindow = INITIAL_WINDOW;
+  /** The peer announced frame flags (SETTINGS): FINs may be folded into frames, and callers' FINs left out. */
+  frameFlags = false;
   private readonly maxInboundStreams: number;
   private readonly highWaterMark: number;
   private readonly maxUnsentBytes: number;
@@ -123,8 +137,9 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     this.onRefused = init.onRefused;
     this.nextId = init.role === 'dialer' ? 1 : 2;
     this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
-    // A window above the initial one is announced first thing, so the peer's streams can use it.
-    if (this.window > INITIAL_WINDOW) this.sendControl(encodeU32Frame(MuxFrameType.settings, 0, this.window));
+    // Our window and features, first thing: the peer's streams can use the window, and the peer learns what
+    // frames it may send us before its first stream (a peer from before features reads only the window).
+    this.pipe.send(encodeU32Frame(MuxFrameType.settings, MUX_FEATURES, this.window));
   }
 
   get isClosed(): boolean {
@@ -148,6 +163,7 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     // Announced lazily, by its first frame: a call's OPEN and request leave as one message.
     const stream = new MuxStream(id, this, this.window, this.peerWindow, 'local');
     if (options?.priority) stream.priority = options.priority;
+    if (options?.endsWithPeer && this.frameFlags) stream.endsWithPeer = true;
     this.streams.set(id, stream);
     return stream;
   }
@@ -165,15 +181,20 @@ export class MuxedChannel implements Channel, MuxStreamHost {
   receive(message: Uint8Array): void {
     if (this.closeReason) return;
     if (message.length < MUX_HEADER_BYTES) return this.protocolError('mux frame shorter than its header');
-    const type = message[0];
+    const flags = message[0]! & MUX_FLAG_BITS;
+    const type = message[0]! & ~MUX_FLAG_BITS;
+    if (!flagsAllowed(type, flags)) return this.protocolError(`mux frame type ${type} takes no flags (${flags})`);
     const id = readU32(message, 1);
     const body = message.subarray(MUX_HEADER_BYTES);
     switch (type) {
       case MuxFrameType.open:
-        return this.acceptStream(id, body);
-      case MuxFrameType.data:
-        this.streams.get(id)?.onData(body);
+        return this.acceptStream(id, body, flags);
+      case MuxFrameType.data: {
+        const stream = this.streams.get(id);
+        stream?.onData(body);
+        if (flags !== 0) stream?.onFin();
         return;
+      }
       case MuxFrameType.window:
         if (body.length !== 4) return this.protocolError('window frame body must be 4 bytes');
         this.streams.get(id)?.onWindow(readU32(body, 0));
@@ -198,6 +219,8 @@ export class MuxedChannel implements Channel, MuxStreamHost {
       }
       case MuxFrameType.settings:
         if (body.length !== 4) return this.protocolError('settings frame body must be 4 bytes');
+        // The id field carries the peer's features (0 from peers before them); unknown bits are for later versions.
+        this.frameFlags = (id & MuxFeature.frameFlags) !== 0;
         return this.peerSettings(readU32(body, 0));
       default:
         return this.protocolError(`unknown mux frame type ${type}`);
@@ -226,9 +249,9 @@ export class MuxedChannel implements Channel, MuxStreamHost {
 
   // ---- MuxStreamHost -------------------------------------------------------------------------------------
 
-  sendData(id: number, chunk: Uint8Array, open: boolean, second: boolean): void {
+  sendData(id: number, chunk: Uint8Array, open: boolean, second: boolean, flags = 0): void {
     // Data waits for room below the high-water mark (MuxStream.write): no check of the peer's reading here.
-    if (!this.closeReason) this.pipe.send(encodeMuxFrame(open ? MuxFrameType.open : MuxFrameType.data, id, chunk), second);
+    if (!this.closeReason) this.pipe.send(encodeMuxFrame(open ? MuxFrameType.open : MuxFrameType.data, id, chunk, flags), second);
   }
 
   /** Grants the peer `increment` more bytes on stream `id`. */
@@ -310,7 +333,7 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     for (const stream of this.streams.values()) stream.onWindow(raise);
   }
 
-  private acceptStream(id: number, firstBytes: Uint8Array): void {
+  private acceptStream(id: number, firstBytes: Uint8Array, flags: number): void {
     if (id % 2 === this.nextId % 2 || id === 0) return this.protocolError(`peer opened stream ${id} with our parity`);
     if (this.streams.has(id)) return this.protocolError(`peer reopened live stream ${id}`);
     if (this.inboundCount >= this.maxInboundStreams) {
@@ -321,9 +344,11 @@ export class MuxedChannel implements Channel, MuxStreamHost {
       return;
     }
     const stream = new MuxStream(id, this, this.window, this.peerWindow, 'remote');
+    if ((flags & MuxFrameFlag.endsWithPeer) !== 0) stream.endsWithPeer = true;
     this.streams.set(id, stream);
     this.inboundCount++;
     if (firstBytes.length > 0) stream.onData(firstBytes);
+    if ((flags & MuxFrameFlag.fin) !== 0) stream.onFin();
     this.onStream(stream, this);
   }
 

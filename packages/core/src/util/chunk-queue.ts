@@ -60,6 +60,16 @@ export class ChunkQueue {
     reader?.reject(reason);
   }
 
+  /** A chunk already queued, taken without waiting; undefined when none is (the end and a failure are for `read`). */
+  readNow(): Uint8Array | undefined {
+    if (this.failure) return undefined;
+    const chunk = this.chunks.shift();
+    if (!chunk) return undefined;
+    this.queued -= chunk.length;
+    this.onConsumed(chunk.length);
+    return chunk;
+  }
+
   /** The next chunk; undefined once ended; rejects once reset. */
   read(): Promise<Uint8Array | undefined> {
     if (this.failure) return Promise.reject(this.failure);

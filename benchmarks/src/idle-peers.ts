@@ -27,6 +27,8 @@ type Channel = 'quic' | 'http2' | 'ws';
 interface Memory {
   rss: number;
   heapUsed: number;
+  /** V8's committed heap: used, plus the free room V8 keeps (young generation, fragments) — in RSS, not per peer. */
+  heapTotal: number;
   external: number;
 }
 type Message = { address: string } | { memory: Memory } | { ready: number } | { failed: string };
@@ -46,8 +48,8 @@ async function collect(): Promise<Memory> {
     globalThis.gc?.();
     await sleep(50);
   }
-  const { rss, heapUsed, external } = process.memoryUsage();
-  return { rss, heapUsed, external };
+  const { rss, heapUsed, heapTotal, external } = process.memoryUsage();
+  return { rss, heapUsed, heapTotal, external };
 }
 
 /** The serving process: one agent, one channel; answers {memory} on request. */
@@ -101,6 +103,7 @@ async function memoryOf(server: ChildProcess): Promise<Memory> {
 interface Sample {
   rssKiB: number;
   heapKiB: number;
+  heapTotalKiB: number;
   externalKiB: number;
 }
 
@@ -118,7 +121,12 @@ async function measure(channel: Channel, peers: number, procs: number, settleMs:
     await sleep(settleMs);
     const after = await memoryOf(server);
     const kib = (a: number, b: number): number => (a - b) / 1024 / peers;
-    return { rssKiB: kib(after.rss, before.rss), heapKiB: kib(after.heapUsed, before.heapUsed), externalKiB: kib(after.external, before.external) };
+    return {
+      rssKiB: kib(after.rss, before.rss),
+      heapKiB: kib(after.heapUsed, before.heapUsed),
+      heapTotalKiB: kib(after.heapTotal, before.heapTotal),
+      externalKiB: kib(after.external, before.external),
+    };
   } finally {
     await Promise.all(clientProcs.map(async (p) => p.exitCode === null && (p.disconnect(), await once(p, 'exit'))));
     server.disconnect();
@@ -145,15 +153,15 @@ async function main(): Promise<void> {
     for (const channel of order) {
       const sample = await measure(channel, peers, Number(values.procs), Number(values['settle-ms']));
       samples.get(channel)!.push(sample);
-      console.error(`round ${round + 1} ${channel}: ${sample.rssKiB.toFixed(1)} KiB RSS per peer (heap ${sample.heapKiB.toFixed(1)}, external ${sample.externalKiB.toFixed(1)})`);
+      console.error(`round ${round + 1} ${channel}: ${sample.rssKiB.toFixed(1)} KiB RSS per peer (heap ${sample.heapKiB.toFixed(1)}, V8 committed ${sample.heapTotalKiB.toFixed(1)}, external ${sample.externalKiB.toFixed(1)})`);
     }
   }
   const fmt = (values: number[]): string => `${median(values).toFixed(1)} (${Math.min(...values).toFixed(1)}–${Math.max(...values).toFixed(1)})`;
   console.log(`server memory per idle peer, ${peers} peers, ${rounds} rounds, KiB: median (range)`);
-  console.log('| channel | RSS | JS heap | external |');
-  console.log('|---|---|---|---|');
+  console.log('| channel | RSS | JS heap | V8 committed | external |');
+  console.log('|---|---|---|---|---|');
   for (const [channel, list] of samples) {
-    console.log(`| ${channel} | ${fmt(list.map((s) => s.rssKiB))} | ${fmt(list.map((s) => s.heapKiB))} | ${fmt(list.map((s) => s.externalKiB))} |`);
+    console.log(`| ${channel} | ${fmt(list.map((s) => s.rssKiB))} | ${fmt(list.map((s) => s.heapKiB))} | ${fmt(list.map((s) => s.heapTotalKiB))} | ${fmt(list.map((s) => s.externalKiB))} |`);
   }
 }
 

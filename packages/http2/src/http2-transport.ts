@@ -82,8 +82,8 @@ export function http2(options: Http2Options = {}): Transport {
         ALPNProtocols: ['h2'],
         requestCert: true,
         rejectUnauthorized: false, // no CA: the client is trusted for the key it proves (below)
-        // No TLS session tickets: no agentlink client resumes a session, and OpenSSL holds ~14 KiB more per
-        // connection that sent them to a client with a certificate (docs/benchmarks.md, "Server memory per idle peer").
+        // No TLS session tickets: no agentlink client resumes a session, and a server held ~13 KiB more per idle
+        // connection that was sent them (docs/benchmarks.md, "Server memory per idle peer", tls-floor).
         secureOptions: cryptoConstants.SSL_OP_NO_TICKET,
         allowHTTP1: false,
         settings,

@@ -1,7 +1,7 @@
 /**
  * Server memory per idle connected peer, per channel:
  *   node --conditions=source --import tsx benchmarks/src/idle-peers.ts [--peers 1000] [--rounds 3] [--procs 4]
- *        [--channels quic,http2,ws] [--settle-ms 3000]
+ *        [--channels quic,http2,ws] [--settle-ms 3000] [--semi-space-mib 1]
  * For each round and channel (the channel order rotates per round): a serving agent with only that channel starts
  * in its own process (--expose-gc); after a full collection its RSS is the baseline. `--peers` client agents (each
  * with its own key and connection) spread over `--procs` other processes, so the server's RSS holds only the
@@ -10,6 +10,10 @@
  * (RSS − baseline) / peers is the figure. JS heap and external (Buffers, native objects JavaScript knows of) are
  * reported alongside: what is left of RSS is native memory (the QUIC engine, OpenSSL, the allocator's slack).
  * Prints median and range of the rounds per channel.
+ * The serving process runs with `--max-semi-space-size=<semi-space-mib>` (0: V8's default): under the handshakes'
+ * allocation V8 grows its young generation (up to 3 × 16 MiB) and keeps it after the collections, which read as
+ * 10–43 KiB "per peer" at 1,000 peers that belong to no peer — the rounds with a high RSS were those whose V8
+ * committed heap had grown (docs/benchmarks.md).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -27,6 +31,8 @@ type Channel = 'quic' | 'http2' | 'ws';
 interface Memory {
   rss: number;
   heapUsed: number;
+  /** V8's committed heap: used, plus the free room V8 keeps (young generation, fragments) — in RSS, not per peer. */
+  heapTotal: number;
   external: number;
 }
 type Message = { address: string } | { memory: Memory } | { ready: number } | { failed: string };
@@ -46,8 +52,8 @@ async function collect(): Promise<Memory> {
     globalThis.gc?.();
     await sleep(50);
   }
-  const { rss, heapUsed, external } = process.memoryUsage();
-  return { rss, heapUsed, external };
+  const { rss, heapUsed, heapTotal, external } = process.memoryUsage();
+  return { rss, heapUsed, heapTotal, external };
 }
 
 /** The serving process: one agent, one channel; answers {memory} on request. */
@@ -83,8 +89,8 @@ async function clients(channel: Channel, address: string, count: number): Promis
   }
 }
 
-function child(args: string[], gc: boolean): ChildProcess {
-  return spawn(process.execPath, [...process.execArgv, ...(gc ? ['--expose-gc'] : []), script, ...args], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+function child(args: string[], v8Flags: string[]): ChildProcess {
+  return spawn(process.execPath, [...process.execArgv, ...v8Flags, script, ...args], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
 }
 
 async function next(process: ChildProcess): Promise<Message> {
@@ -101,16 +107,17 @@ async function memoryOf(server: ChildProcess): Promise<Memory> {
 interface Sample {
   rssKiB: number;
   heapKiB: number;
+  heapTotalKiB: number;
   externalKiB: number;
 }
 
-async function measure(channel: Channel, peers: number, procs: number, settleMs: number): Promise<Sample> {
-  const server = child(['serve', channel], true);
+async function measure(channel: Channel, peers: number, procs: number, settleMs: number, semiSpaceMiB: number): Promise<Sample> {
+  const server = child(['serve', channel], ['--expose-gc', ...(semiSpaceMiB > 0 ? [`--max-semi-space-size=${semiSpaceMiB}`] : [])]);
   const { address } = (await next(server)) as { address: string };
   await sleep(500);
   const before = await memoryOf(server);
   const per = Math.ceil(peers / procs);
-  const clientProcs = Array.from({ length: procs }, (_, i) => child(['clients', channel, address, String(Math.min(per, peers - i * per))], false));
+  const clientProcs = Array.from({ length: procs }, (_, i) => child(['clients', channel, address, String(Math.min(per, peers - i * per))], []));
   try {
     const ready = await Promise.all(clientProcs.map((p) => next(p)));
     const connected = ready.reduce((sum, m) => sum + (m as { ready: number }).ready, 0);
@@ -118,7 +125,12 @@ async function measure(channel: Channel, peers: number, procs: number, settleMs:
     await sleep(settleMs);
     const after = await memoryOf(server);
     const kib = (a: number, b: number): number => (a - b) / 1024 / peers;
-    return { rssKiB: kib(after.rss, before.rss), heapKiB: kib(after.heapUsed, before.heapUsed), externalKiB: kib(after.external, before.external) };
+    return {
+      rssKiB: kib(after.rss, before.rss),
+      heapKiB: kib(after.heapUsed, before.heapUsed),
+      heapTotalKiB: kib(after.heapTotal, before.heapTotal),
+      externalKiB: kib(after.external, before.external),
+    };
   } finally {
     await Promise.all(clientProcs.map(async (p) => p.exitCode === null && (p.disconnect(), await once(p, 'exit'))));
     server.disconnect();
@@ -134,6 +146,7 @@ async function main(): Promise<void> {
       procs: { type: 'string', default: '4' },
       channels: { type: 'string', default: 'quic,http2,ws' },
       'settle-ms': { type: 'string', default: '3000' },
+      'semi-space-mib': { type: 'string', default: '1' },
     },
   });
   const peers = Number(values.peers);
@@ -143,17 +156,17 @@ async function main(): Promise<void> {
   for (let round = 0; round < rounds; round++) {
     const order = channels.map((_, i) => channels[(i + round) % channels.length]!);
     for (const channel of order) {
-      const sample = await measure(channel, peers, Number(values.procs), Number(values['settle-ms']));
+      const sample = await measure(channel, peers, Number(values.procs), Number(values['settle-ms']), Number(values['semi-space-mib']));
       samples.get(channel)!.push(sample);
-      console.error(`round ${round + 1} ${channel}: ${sample.rssKiB.toFixed(1)} KiB RSS per peer (heap ${sample.heapKiB.toFixed(1)}, external ${sample.externalKiB.toFixed(1)})`);
+      console.error(`round ${round + 1} ${channel}: ${sample.rssKiB.toFixed(1)} KiB RSS per peer (heap ${sample.heapKiB.toFixed(1)}, V8 committed ${sample.heapTotalKiB.toFixed(1)}, external ${sample.externalKiB.toFixed(1)})`);
     }
   }
   const fmt = (values: number[]): string => `${median(values).toFixed(1)} (${Math.min(...values).toFixed(1)}–${Math.max(...values).toFixed(1)})`;
-  console.log(`server memory per idle peer, ${peers} peers, ${rounds} rounds, KiB: median (range)`);
-  console.log('| channel | RSS | JS heap | external |');
-  console.log('|---|---|---|---|');
+  console.log(`server memory per idle peer, ${peers} peers, ${rounds} rounds, semi-space ${values['semi-space-mib']} MiB, KiB: median (range)`);
+  console.log('| channel | RSS | JS heap | V8 committed | external |');
+  console.log('|---|---|---|---|---|');
   for (const [channel, list] of samples) {
-    console.log(`| ${channel} | ${fmt(list.map((s) => s.rssKiB))} | ${fmt(list.map((s) => s.heapKiB))} | ${fmt(list.map((s) => s.externalKiB))} |`);
+    console.log(`| ${channel} | ${fmt(list.map((s) => s.rssKiB))} | ${fmt(list.map((s) => s.heapKiB))} | ${fmt(list.map((s) => s.heapTotalKiB))} | ${fmt(list.map((s) => s.externalKiB))} |`);
   }
 }
 

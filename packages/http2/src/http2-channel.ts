@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { constants, type ClientHttp2Session, type Http2Session, type Http2Stream, type ServerHttp2Session } from 'node:http2';
+import { constants, type ClientHttp2Session, type Http2Session, type Http2Stream, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import { AgentError, type AgentId, type ChannelPath, type Refusal } from '@agentlink/core';
 import { muxOverStream, type Channel, type ChannelStream, type MuxedChannel, type OpenStreamOptions } from '@agentlink/core/transport';
 import { Http2ChannelStream } from './http2-stream.js';
@@ -55,8 +55,14 @@ export class Http2Channel implements Channel {
   private resolveClosed!: (reason: AgentError) => void;
   /** Streams the server starts travel over core's mux inside the client's reverse stream. */
   private reverse: MuxedChannel | undefined;
-  private reverseReady: Promise<MuxedChannel> | undefined;
-  private resolveReverse: ((mux: MuxedChannel) => void) | undefined;
+  /**
+   * Server side: the client's reverse stream, held bare until the server calls the client or the client sends on
+   * it; only then are its mux, reader and response HEADERS made. Most clients are never called back, and an idle
+   * peer's mux state was ~3 KiB of the server's memory per connection (docs/benchmarks.md).
+   */
+  private reverseCarrier: ServerHttp2Stream | undefined;
+  private reverseReady: Promise<void> | undefined;
+  private resolveReverse: (() => void) | undefined;
   private readonly onStream: (stream: ChannelStream, channel: Channel) => void;
   private readonly onRefused: Http2ChannelInit['onRefused'];
   /** Unsent bytes of all of this session's streams in node's buffers, bounded: a peer that never credits its windows holds them. */
@@ -86,7 +92,7 @@ export class Http2Channel implements Channel {
       this.reverseReady = new Promise((resolve) => (this.resolveReverse = resolve));
       (session as ServerHttp2Session).on('stream', (stream, headers) => {
         const path = headers[':path'];
-        const refusal = headers[':method'] !== 'POST' ? 'method' : path === REVERSE_PATH ? (this.reverse ? 'second reverse stream' : undefined) : path === AGENTLINK_PATH ? undefined : 'path';
+        const refusal = headers[':method'] !== 'POST' ? 'method' : path === REVERSE_PATH ? (this.reverseCarrier ? 'second reverse stream' : undefined) : path === AGENTLINK_PATH ? undefined : 'path';
         if (refusal) {
           // Not an agentlink request: refused (PROTOCOL_ERROR) and reported, never handled.
           stream.on('error', ignoreStreamError);
@@ -96,9 +102,11 @@ export class Http2Channel implements Channel {
           return;
         }
         if (path === REVERSE_PATH) {
-          stream.respond(RESPONSE_HEADERS);
-          this.reverse = this.reverseMux(stream, 'dialer');
-          this.resolveReverse?.(this.reverse);
+          this.reverseCarrier = stream;
+          stream.on('error', ignoreStreamError); // a client's reset of it, before the mux (which listens too) exists
+          // Bytes from the client (a SETTINGS of a larger mux window, a GOAWAY, a flood) make the mux at once.
+          stream.once('data', (chunk: Buffer) => this.serverReverse(chunk));
+          this.resolveReverse?.();
           return;
         }
         if (this.draining) {
@@ -147,7 +155,7 @@ export class Http2Channel implements Channel {
     if (!this.session.closed && !this.session.destroyed) this.session.close();
     // The reverse stream stays open by design: end it once the calls on it and beside it are done.
     while (this.activeStreams > 0 && !this.closeReason) await sleep(DRAIN_POLL_MS, undefined, { ref: false });
-    void this.reverse?.close(this.draining);
+    this.closeReverse(this.draining);
     await this.closed;
   }
 
@@ -168,19 +176,40 @@ export class Http2Channel implements Channel {
   }
 
   private async waitForReverse(): Promise<MuxedChannel> {
+    if (this.reverseCarrier) return this.serverReverse();
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new AgentError('UNAVAILABLE', 'the peer opened no reverse stream: it cannot be called back on this session')), REVERSE_WAIT_MS);
     });
     try {
-      return await Promise.race([this.reverseReady!, timeout]);
+      await Promise.race([this.reverseReady!, timeout]);
     } finally {
       clearTimeout(timer);
     }
+    return this.serverReverse();
   }
 
-  private reverseMux(carrier: Http2Stream, role: 'dialer' | 'listener'): MuxedChannel {
+  /** Server side: the mux over the client's reverse stream, made on first use (`firstChunk`: bytes that came first). */
+  private serverReverse(firstChunk?: Buffer): MuxedChannel {
+    if (this.reverse) return this.reverse;
+    const carrier = this.reverseCarrier!;
+    if (carrier.destroyed || carrier.closed) throw new AgentError('UNAVAILABLE', 'the reverse stream closed: the peer cannot be called back on this session');
+    this.reverse = this.reverseMux(carrier, 'dialer', firstChunk);
+    return this.reverse;
+  }
+
+  /** Ends the reverse stream: through its mux (a GOAWAY, then a reset) if it was made, else a reset alone. */
+  private closeReverse(reason: AgentError): void {
+    if (this.reverse) return void this.reverse.close(reason);
+    const carrier = this.reverseCarrier;
+    if (carrier && !carrier.destroyed && !carrier.closed) carrier.close(toHttp2Code(reason.code));
+  }
+
+  private reverseMux(carrier: Http2Stream, role: 'dialer' | 'listener', firstChunk?: Buffer): MuxedChannel {
     const stream = new Http2ChannelStream(carrier, this.streamFailure, () => undefined, this.outbound);
+    // The server answers the client's reverse request with its first bytes (HEADERS + DATA: one write).
+    if (role === 'dialer') stream.respondWith = RESPONSE_HEADERS;
+    if (firstChunk) stream.onData(firstChunk);
     return muxOverStream(stream, {
       kind: 'http2',
       peer: this.peer,
@@ -217,7 +246,7 @@ export class Http2Channel implements Channel {
   private finish(reason: AgentError): void {
     this.closeReason ??= reason;
     for (const wake of this.slotWaiters.splice(0)) wake();
-    void this.reverse?.close(this.closeReason);
+    this.closeReverse(this.closeReason);
     this.resolveClosed(this.closeReason);
   }
 }

@@ -1,3 +1,4 @@
+import { constants as cryptoConstants } from 'node:crypto';
 import { connect, createSecureServer, type ClientHttp2Session, type SecureServerOptions } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
@@ -81,6 +82,9 @@ export function http2(options: Http2Options = {}): Transport {
         ALPNProtocols: ['h2'],
         requestCert: true,
         rejectUnauthorized: false, // no CA: the client is trusted for the key it proves (below)
+        // No TLS session tickets: no agentlink client resumes a session, and a server held ~13 KiB more per idle
+        // connection that was sent them (docs/benchmarks.md, "Server memory per idle peer", tls-floor).
+        secureOptions: cryptoConstants.SSL_OP_NO_TICKET,
         allowHTTP1: false,
         settings,
         maxSessionMemory,

@@ -15,7 +15,8 @@ export interface BudgetHolder {
  */
 export class ByteBudget {
   private held = 0;
-  private readonly holders = new Map<BudgetHolder, number>();
+  /** Made when something first holds bytes: each channel has two budgets, and most idle peers hold nothing. */
+  private holders: Map<BudgetHolder, number> | undefined;
 
   constructor(
     readonly limit: number,
@@ -38,10 +39,10 @@ export class ByteBudget {
 
   /** Sets what `holder` holds now (0 releases it); evicts worst offenders while over a limit. */
   set(holder: BudgetHolder, bytes: number): void {
-    const before = this.holders.get(holder) ?? 0;
+    const before = this.holders?.get(holder) ?? 0;
     if (bytes === before) return;
-    if (bytes === 0) this.holders.delete(holder);
-    else this.holders.set(holder, bytes);
+    if (bytes === 0) this.holders!.delete(holder); // it held bytes, so the map exists
+    else (this.holders ??= new Map()).set(holder, bytes);
     this.adjust(bytes - before);
     this.enforce();
   }
@@ -58,10 +59,11 @@ export class ByteBudget {
 
   /** The parent is over: evict from the child that just grew (it is the one pushing), its worst holder first. */
   private evictAcrossChildren(child: ByteBudget): void {
-    while (this.held > this.limit && child.holders.size > 0) child.evictWorst(`more than ${this.limit} bytes of ${this.what} in the agent`);
+    while (this.held > this.limit && (child.holders?.size ?? 0) > 0) child.evictWorst(`more than ${this.limit} bytes of ${this.what} in the agent`);
   }
 
   private evictWorst(why: string): void {
+    if (!this.holders) return;
     let worst: BudgetHolder | undefined;
     let most = 0;
     for (const [holder, bytes] of this.holders) {

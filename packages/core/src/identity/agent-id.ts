@@ -11,6 +11,7 @@ const PUBLIC_KEY_BYTES = 32;
 /** Length in characters of an {@link AgentId} (base32 of a 32-byte Ed25519 public key). */
 export const AGENT_ID_LENGTH = Math.ceil((PUBLIC_KEY_BYTES * 8) / 5);
 
+const ALPHABET_CODES = [...ALPHABET].map((ch) => ch.charCodeAt(0));
 const VALUE_OF = new Map<string, number>([...ALPHABET].map((ch, i) => [ch, i]));
 
 /** The {@link AgentId} of a raw 32-byte Ed25519 public key. */
@@ -18,19 +19,22 @@ export function agentIdFromPublicKey(raw: Uint8Array): AgentId {
   if (raw.length !== PUBLIC_KEY_BYTES) {
     throw new AgentError('INVALID_ARGUMENT', `an Ed25519 public key has ${PUBLIC_KEY_BYTES} bytes, got ${raw.length}`);
   }
-  let out = '';
+  // Character codes first, one string at the end: `out += char` left a rope of 52 cons strings (~1.3 KiB) behind
+  // every id a channel or pool entry keeps, per connected peer (docs/benchmarks.md, "Server memory per idle peer").
+  const codes = new Array<number>(AGENT_ID_LENGTH);
+  let index = 0;
   let bits = 0;
   let value = 0;
   for (const byte of raw) {
     value = (value << 8) | byte;
     bits += 8;
     while (bits >= 5) {
-      out += ALPHABET[(value >>> (bits - 5)) & 31];
+      codes[index++] = ALPHABET_CODES[(value >>> (bits - 5)) & 31]!;
       bits -= 5;
     }
   }
-  if (bits > 0) out += ALPHABET[(value << (5 - bits)) & 31];
-  return out as AgentId;
+  if (bits > 0) codes[index++] = ALPHABET_CODES[(value << (5 - bits)) & 31]!;
+  return String.fromCharCode(...codes) as AgentId;
 }
 
 /** The raw 32-byte Ed25519 public key an {@link AgentId} names; throws an INVALID_ARGUMENT AgentError for text that is not one. */

@@ -46,13 +46,15 @@ interface Level<T> {
  * were cancelled while waiting are skipped by `shift` when `isLive` says so (cheaper than removing them).
  */
 export class WeightedPriorityQueue<T> {
-  private readonly levels: Level<T>[];
+  /**
+   * Made at the first push: every channel's mux and every pool peer has a queue that most never use, and four
+   * levels with their FIFOs are ~0.4 KiB each (docs/benchmarks.md, "Server memory per idle peer").
+   */
+  private levels: Level<T>[] | undefined;
   private virtualTime = 0;
   private count = 0;
 
-  constructor(private readonly isLive: (item: T) => boolean = () => true) {
-    this.levels = PRIORITIES.map((p) => ({ fifo: new Fifo<T>(), stride: STRIDE_UNIT / PRIORITY_WEIGHTS[p], pass: 0 }));
-  }
+  constructor(private readonly isLive: (item: T) => boolean = () => true) {}
 
   /** Entries queued, including cancelled ones not yet skipped. */
   get size(): number {
@@ -60,6 +62,7 @@ export class WeightedPriorityQueue<T> {
   }
 
   push(item: T, priority: Priority): void {
+    this.levels ??= PRIORITIES.map((p) => ({ fifo: new Fifo<T>(), stride: STRIDE_UNIT / PRIORITY_WEIGHTS[p], pass: 0 }));
     const level = this.levels[PRIORITIES.indexOf(priority)]!;
     // A level that was idle rejoins at the current virtual time: it gets no credit for the time it had no work.
     if (level.fifo.size === 0) level.pass = Math.max(level.pass, this.virtualTime);
@@ -68,9 +71,11 @@ export class WeightedPriorityQueue<T> {
   }
 
   shift(): T | undefined {
+    const levels = this.levels;
+    if (!levels) return undefined;
     for (;;) {
       let next: Level<T> | undefined;
-      for (const level of this.levels) {
+      for (const level of levels) {
         if (level.fifo.size > 0 && (next === undefined || level.pass < next.pass)) next = level;
       }
       if (!next) return undefined;

@@ -6,7 +6,11 @@
  *
  *   sudo pnpm --filter @agentlink/benchmarks netlab [--repeats 2] [--seconds 6] [--paths 40/0,40/1,40/1/cubic,10/3]
  *        [--channels quic,quic-cubic,http2,ws,ws-fixed] [--streams 1,32,128] [--no-burst] [--no-tcp] [--json out.json]
+ *        [--engines old=/tmp/a.node,new=/tmp/b.node+VAR=value]
  *
+ * `--engines` compares QUIC engine builds in one run: each adds a channel `quic@name` (BBR), whose server and client
+ * load that file (AGENTLINK_QUIC_NATIVE, plus any `+VAR=value` in their environment); name them in `--channels`. The channel order is reversed every other
+ * repeat, so the builds take turns going first on a machine whose load drifts.
  * A path is delay-ms/loss-percent[/tcp-congestion of both hosts, default bbr], on a 100 Mbit/s link.
  */
 import { once } from 'node:events';
@@ -26,6 +30,7 @@ const { values } = parseArgs({
     channels: { type: 'string', default: 'quic,quic-cubic,http2,ws' },
     rate: { type: 'string', default: '100' },
     json: { type: 'string' },
+    engines: { type: 'string', default: '' },
     'no-burst': { type: 'boolean', default: false },
     'no-tcp': { type: 'boolean', default: false },
     /** Instead of the matrix: one QUIC stream (BBR, then Cubic) sharing the link with one iperf3 TCP flow (cubic). */
@@ -39,6 +44,12 @@ const seconds = Number(values.seconds);
 const streamCounts = values.streams.split(',').map(Number);
 const channels = values.channels.split(',');
 const rateMbit = Number(values.rate);
+/** Engine builds by name (`--engines`), for channels `quic@name`. */
+const engines = new Map(values.engines.split(',').filter(Boolean).map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)] as const));
+for (const channel of channels) {
+  const engine = channel.split('@')[1];
+  if (engine !== undefined && !engines.has(engine)) throw new Error(`channel ${channel}: no engine ${engine} in --engines`);
+}
 
 interface Path extends PathSpec {
   name: string;
@@ -76,11 +87,17 @@ for (let repeat = 0; repeat < repeats; repeat++) {
       // agentbench's server in b: one process with BBR QUIC (the default), one with Cubic QUIC.
       const servers = await Promise.all(['bbr', 'cubic'].map((congestion) => startServer(lab, congestion)));
       const [bbr, cubic] = servers.map((s) => s.addresses);
-      for (const channel of channels) {
+      // One more server per engine build, on BBR (`--engines`).
+      const engineServers = new Map(await Promise.all([...engines].map(async ([name, file]) => [name, await startServer(lab, 'bbr', file)] as const)));
+      servers.push(...engineServers.values());
+      for (const channel of repeat % 2 === 0 ? channels : [...channels].reverse()) {
         const quicCubic = channel === 'quic-cubic';
-        const jobs: Job[] = streamCounts.map((streams) => ({ kind: 'bulk', channel: (quicCubic ? 'quic' : channel) as Channel, streams, seconds }));
-        if (!values['no-burst']) jobs.push({ kind: 'burst', channel: (quicCubic ? 'quic' : channel) as Channel, streams: 32, tokens: 1000, rounds: 3 });
-        for (const result of await client(lab, quicCubic ? cubic! : bbr!, jobs)) {
+        const engine = channel.split('@')[1];
+        const base = (quicCubic || engine !== undefined ? 'quic' : channel) as Channel;
+        const jobs: Job[] = streamCounts.map((streams) => ({ kind: 'bulk', channel: base, streams, seconds }));
+        if (!values['no-burst']) jobs.push({ kind: 'burst', channel: base, streams: 32, tokens: 1000, rounds: 3 });
+        const server = engine !== undefined ? engineServers.get(engine)!.addresses : quicCubic ? cubic! : bbr!;
+        for (const result of await client(lab, server, jobs, engine !== undefined ? engines.get(engine) : undefined)) {
           if (result.kind === 'bulk') add(`${channel} ${result.streams}`, result.mbitPerSecond);
           else add(`${channel} burst p95`, result.p95Ms);
         }
@@ -96,8 +113,15 @@ for (let repeat = 0; repeat < repeats; repeat++) {
   }
 }
 
-async function startServer(lab: Lab, congestion: string): Promise<{ addresses: ServerAddresses; close(): Promise<void> }> {
-  const child = lab.spawn(lab.b, process.execPath, [...node(here('../../packages/agentbench/src/peer-process.ts')), lab.addressB, congestion]);
+/** `AGENTLINK_QUIC_NATIVE=file` before a command: the process loads that engine build. */
+function withEngine(engine: string | undefined, command: string[]): [string, string[]] {
+  if (engine === undefined) return [command[0]!, command.slice(1)];
+  const [file, ...environment] = engine.split('+'); // `file+VAR=value+…`: extra environment for that build's processes
+  return ['env', [`AGENTLINK_QUIC_NATIVE=${file}`, ...environment, ...command]];
+}
+
+async function startServer(lab: Lab, congestion: string, engine?: string): Promise<{ addresses: ServerAddresses; close(): Promise<void> }> {
+  const child = lab.spawn(lab.b, ...withEngine(engine, [process.execPath, ...node(here('../../packages/agentbench/src/peer-process.ts')), lab.addressB, congestion]));
   const [line] = (await once(child.stdout!, 'data')) as [Buffer];
   return {
     addresses: JSON.parse(line.toString()) as ServerAddresses,
@@ -108,10 +132,10 @@ async function startServer(lab: Lab, congestion: string): Promise<{ addresses: S
   };
 }
 
-async function client(lab: Lab, addresses: ServerAddresses, jobs: Job[]): Promise<JobResult[]> {
-  const { stdout } = await lab.exec(lab.a, process.execPath, [...node(here('./client.ts')), JSON.stringify({ addresses, jobs })]);
+async function client(lab: Lab, addresses: ServerAddresses, jobs: Job[], engine?: string): Promise<JobResult[]> {
+  const { stdout } = await lab.exec(lab.a, ...withEngine(engine, [process.execPath, ...node(here('./client.ts')), JSON.stringify({ addresses, jobs })]));
   const out = stdout.trim().split('\n').map((line) => JSON.parse(line) as JobResult | { event: string }).filter((r): r is JobResult => 'kind' in r);
-  for (const r of out) console.error(JSON.stringify(r));
+  for (const r of out) console.error(JSON.stringify(engine === undefined ? r : { ...r, engine }));
   return out;
 }
 
@@ -211,7 +235,12 @@ async function proxyModel(): Promise<void> {
 }
 
 // The report: median of the repeats, and their range.
-const median = (v: number[]): number => [...v].sort((a, b) => a - b)[Math.floor((v.length - 1) / 2)]!;
+// With an even count, the mean of the two middle samples (it printed the lower one, which read as the minimum).
+const median = (v: number[]): number => {
+  const sorted = [...v].sort((a, b) => a - b);
+  const middle = Math.floor((sorted.length - 1) / 2);
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle]! + sorted[middle + 1]!) / 2;
+};
 const cell = (v: number[] | undefined, digits = 1): string => {
   if (!v?.length) return '–';
   const m = median(v).toFixed(digits);

@@ -202,7 +202,7 @@ export class Http2Channel implements Channel {
   private closeReverse(reason: AgentError): void {
     if (this.reverse) return void this.reverse.close(reason);
     const carrier = this.reverseCarrier;
-    if (carrier && !carrier.destroyed && !carrier.closed) carrier.close(toHttp2Code(reason.code));
+    if (carrier) resetSoon(carrier, toHttp2Code(reason.code)); // never at once: see stream-reset.ts
   }
 
   private reverseMux(carrier: Http2Stream, role: 'dialer' | 'listener', firstChunk?: Buffer): MuxedChannel {
@@ -217,6 +217,8 @@ export class Http2Channel implements Channel {
       role,
       onStream: (s) => this.onStream(s, this),
       onRefused: this.onRefused,
+      // The client's side says nothing until it answers a call back: the server makes its side on first use.
+      settingsWithFirstFrame: role === 'listener',
     });
   }
 

@@ -81,4 +81,16 @@ describe('HTTP/2 channel specifics', () => {
     const [channel] = client.channels(server.id) as Http2Channel[];
     expect(channel!.outbound.bytes).toBe(0); // every byte handed to node was sent and given back
   });
+  it('the server builds its side of the reverse stream only when it first calls the client back, and the call back works', async () => {
+    const { server, client, address } = await pair();
+    client.handle('echo', (text: string) => text);
+    await client.send(address, 'slow', 0);
+    const [serving] = server.channels(client.id) as Http2Channel[];
+    // Most clients are never called back: the server keeps their reverse stream bare (docs/benchmarks.md, memory per idle peer).
+    const reverseOf = (channel: Http2Channel): unknown => (channel as unknown as { reverse?: unknown }).reverse;
+    expect(reverseOf(serving!)).toBeUndefined();
+    expect(await server.send(client.id, 'echo', 'back')).toBe('back');
+    expect(reverseOf(serving!)).toBeDefined();
+    expect(server.channels(client.id)).toEqual([serving]);
+  });
 });

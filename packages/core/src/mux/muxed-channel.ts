@@ -71,6 +71,12 @@ export interface MuxedChannelInit extends MuxOptions {
   onStream(stream: ChannelStream, channel: Channel): void;
   /** Told when the mux refuses the peer something (a stream over the limit, a channel that does not read). */
   onRefused?(refusal: Refusal): void;
+  /**
+   * Our SETTINGS wait for our first frame instead of going out at once (unless our window is above the initial
+   * one): for a mux that may never send, so that its peer keeps no state for it — the reverse stream of an HTTP/2
+   * client, which most servers never call back. The peer learns our features only then.
+   */
+  settingsWithFirstFrame?: boolean;
 }
 
 /**
@@ -110,6 +116,7 @@ export class MuxedChannel implements Channel, MuxStreamHost {
   private closeReason: AgentError | undefined;
   private goawayReason: AgentError | undefined;
   private resolveClosed!: (reason: AgentError) => void;
+  private settingsSent = false;
 
   constructor(init: MuxedChannelInit) {
     this.kind = init.kind;
@@ -139,6 +146,17 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
     // Our window and features, first thing: the peer's streams can use the window, and the peer learns what
     // frames it may send us before its first stream (a peer from before features reads only the window).
+    if (!init.settingsWithFirstFrame || this.window > INITIAL_WINDOW) this.sendSettings();
+  }
+
+  /** Every frame of ours goes out here: our SETTINGS first, once (see settingsWithFirstFrame). */
+  private send(frame: Uint8Array, flushBefore?: boolean): void {
+    if (!this.settingsSent) this.sendSettings();
+    this.pipe.send(frame, flushBefore);
+  }
+
+  private sendSettings(): void {
+    this.settingsSent = true;
     this.pipe.send(encodeU32Frame(MuxFrameType.settings, MUX_FEATURES, this.window));
   }
 
@@ -251,7 +269,7 @@ export class MuxedChannel implements Channel, MuxStreamHost {
 
   sendData(id: number, chunk: Uint8Array, open: boolean, second: boolean, flags = 0): void {
     // Data waits for room below the high-water mark (MuxStream.write): no check of the peer's reading here.
-    if (!this.closeReason) this.pipe.send(encodeMuxFrame(open ? MuxFrameType.open : MuxFrameType.data, id, chunk, flags), second);
+    if (!this.closeReason) this.send(encodeMuxFrame(open ? MuxFrameType.open : MuxFrameType.data, id, chunk, flags), second);
   }
 
   /** Grants the peer `increment` more bytes on stream `id`. */
@@ -309,7 +327,7 @@ export class MuxedChannel implements Channel, MuxStreamHost {
   private sendControl(frame: Uint8Array): void {
     if (this.closeReason) return;
     if (this.pipe.bufferedAmount > this.maxUnsentBytes) return this.notReading();
-    this.pipe.send(frame);
+    this.send(frame);
   }
 
   /** The peer lets our frames pile up unread: stop serving it rather than buffer without bound. */

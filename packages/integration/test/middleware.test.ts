@@ -84,7 +84,11 @@ describe('middleware over real WebSocket channels', () => {
     expect(await idempotent).toBe('safe done by second');
     expect(runs.sort()).toEqual(['first:once', 'first:safe', 'second:safe']);
     expect(retries).toHaveLength(2);
-    expect(dials.started.count).toBe(1 + DIAL_ATTEMPTS + 1);
+    // Two dials connected: the first and the one to the peer back up. The ones in between were refused (at least
+    // DIAL_ATTEMPTS of them: once, in a full run beside two CPU burners, there was one refused dial more).
+    const counts = `started ${dials.started.count}, opened ${dials.opened.count}, failed ${dials.failed.count}`;
+    expect(dials.started.count - dials.failed.count, counts).toBe(2);
+    expect(dials.failed.count, counts).toBeGreaterThanOrEqual(DIAL_ATTEMPTS);
   });
 
   it('circuit breaker: opens after the configured failures, fails fast while open, half-opens later', async () => {

@@ -122,4 +122,26 @@ describe('mux frame flags', () => {
       await expect(b.closed).resolves.toMatchObject({ code: 'PROTOCOL_ERROR' });
     }
   });
+  it('ending a stream that sent nothing through a congested pipe sends its OPEN and FIN, and returns', async () => {
+    const sent: Buffer[] = [];
+    let buffered = 0;
+    const channel = new MuxedChannel({
+      kind: 'test',
+      peer: Identity.generate().id,
+      remoteAddress: 'memory',
+      role: 'dialer',
+      onStream: () => undefined,
+      pipe: { send: (m) => void sent.push(Buffer.from(m)), get bufferedAmount() { return buffered; }, close: () => undefined },
+    });
+    const settings = Buffer.alloc(9);
+    settings[0] = 6;
+    settings.writeUInt32BE(1, 1); // the peer announces frame flags
+    settings.writeUInt32BE(256 * 1024, 5);
+    channel.receive(settings);
+    buffered = 2 * 1024 * 1024; // over the high-water mark: the pipe is congested
+    sent.length = 0;
+    const stream = await channel.openStream();
+    await stream.end(); // it once looped through endWith and end on microtasks, and never returned
+    expect(sent.map((frame) => [frame[0], frame.readUInt32BE(1)])).toEqual([[0, 1], [3, 1]]); // OPEN, then FIN
+  });
 });

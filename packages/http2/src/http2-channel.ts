@@ -105,7 +105,7 @@ export class Http2Channel implements Channel {
           this.reverseCarrier = stream;
           stream.on('error', ignoreStreamError); // a client's reset of it, before the mux (which listens too) exists
           // Bytes from the client (a SETTINGS of a larger mux window, a GOAWAY, a flood) make the mux at once.
-          stream.once('data', (chunk: Buffer) => this.serverReverse(chunk));
+          stream.once('data', (chunk: Buffer) => this.reverseFirstBytes(chunk));
           this.resolveReverse?.();
           return;
         }
@@ -196,6 +196,12 @@ export class Http2Channel implements Channel {
     if (carrier.destroyed || carrier.closed) throw new AgentError('UNAVAILABLE', 'the reverse stream closed: the peer cannot be called back on this session');
     this.reverse = this.reverseMux(carrier, 'dialer', firstChunk);
     return this.reverse;
+  }
+
+  /** The client sent on its reverse stream first: the mux is made now (nothing to make once the stream closed). */
+  private reverseFirstBytes(chunk: Buffer): void {
+    const carrier = this.reverseCarrier!;
+    if (!this.reverse && !carrier.destroyed && !carrier.closed) this.serverReverse(chunk);
   }
 
   /** Ends the reverse stream: through its mux (a GOAWAY, then a reset) if it was made, else a reset alone. */

@@ -82,8 +82,9 @@ export function http2(options: Http2Options = {}): Transport {
         ALPNProtocols: ['h2'],
         requestCert: true,
         rejectUnauthorized: false, // no CA: the client is trusted for the key it proves (below)
-        // No TLS session tickets: no agentlink client resumes a session, and a server held ~13 KiB more per idle
-        // connection that was sent them (docs/benchmarks.md, "Server memory per idle peer", tls-floor).
+        // No stateless TLS session tickets (with TLS 1.3 OpenSSL then issues stateful ones, which only a server-side
+        // session cache could resume): no agentlink client resumes a session, and a server held ~13 KiB more per
+        // idle connection that was sent stateless ones (docs/benchmarks.md, "Server memory per idle peer", tls-floor).
         secureOptions: cryptoConstants.SSL_OP_NO_TICKET,
         allowHTTP1: false,
         settings,

@@ -69,8 +69,9 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
         requestCert: true,
         // There is no CA: the peer is trusted for the key it proves, checked below, not for a chain.
         rejectUnauthorized: false,
-        // No TLS session tickets: no agentlink client resumes a session, and a server held ~13 KiB more per idle
-        // connection that was sent them (docs/benchmarks.md, "Server memory per idle peer", tls-floor).
+        // No stateless TLS session tickets (with TLS 1.3 OpenSSL then issues stateful ones, which only a server-side
+        // session cache could resume): no agentlink client resumes a session, and a server held ~13 KiB more per
+        // idle connection that was sent stateless ones (docs/benchmarks.md, "Server memory per idle peer", tls-floor).
         secureOptions: cryptoConstants.SSL_OP_NO_TICKET,
         // Garbage that parses as the start of a TLS record would otherwise hold its socket for node's 120 s.
         handshakeTimeout: guard.handshakeTimeoutMs,

@@ -139,9 +139,18 @@ export class MuxStream implements ChannelStream {
   }
 
   end(): Promise<void> {
+    // Nothing sent yet, to a peer that reads flags: OPEN and FIN in one frame. Not through a congested pipe, where
+    // endWith would fall back to a write of nothing and an end, and so back here without ever yielding.
+    if (!this.announced && this.host.frameFlags && !this.host.congested && !this.failure && !this.localEnded) {
+      return this.endWith(new Uint8Array(0));
+    }
+    return this.endWithFin();
+  }
+
+  /** Ends our side with a FIN frame of its own (announcing the stream first if nothing was sent on it). */
+  private endWithFin(): Promise<void> {
     if (this.failure) return Promise.reject(this.failure);
     if (this.localEnded) return RESOLVED;
-    if (!this.announced && this.host.frameFlags) return this.endWith(new Uint8Array(0));
     this.localEnded = true;
     if (!this.announced) this.sendData(new Uint8Array(0));
     this.host.sendFin(this.id);
@@ -157,7 +166,7 @@ export class MuxStream implements ChannelStream {
     if (this.failure) return Promise.reject(this.failure);
     if (this.localEnded) return Promise.reject(new AgentError('CLOSED', 'write after end'));
     if (!this.host.frameFlags || chunk.length > this.sendCredit || chunk.length > this.host.maxChunk || this.host.congested) {
-      return this.write(chunk).then(() => this.end());
+      return this.write(chunk).then(() => this.endWithFin());
     }
     this.sendCredit -= chunk.length;
     this.localEnded = true;

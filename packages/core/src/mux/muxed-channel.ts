@@ -188,7 +188,8 @@ export class MuxedChannel implements Channel, MuxStreamHost {
 
   async close(reason = new AgentError('CLOSED', 'channel closed')): Promise<void> {
     if (this.closeReason) return;
-    this.sendControl(encodeGoaway(errorCodeToNumber(reason.code), reason.message));
+    // A mux that never sent a frame (settingsWithFirstFrame) is unknown to its peer: nothing to tell it.
+    if (this.settingsSent || this.streams.size > 0) this.sendControl(encodeGoaway(errorCodeToNumber(reason.code), reason.message));
     this.shutdown(reason);
     this.pipe.close(reason);
   }

@@ -84,7 +84,12 @@ export class QuicChannel implements Channel {
     try {
       native = this.connection.tryOpenStream() ?? (await this.connection.openStream());
     } catch (error) {
-      throw this.closeReason ?? fromNative(error);
+      // The engine fails an open only when the connection is gone (reset, timed out, closed): the channel is closed
+      // from now on, before its `closed` notice (a macrotask) arrives. Otherwise a caller retrying in a loop that
+      // never leaves the microtask queue was handed this channel again and again: a restarted peer's stateless
+      // reset then failed every call for as long as the loop ran (peer-death.ts, 1 run in ~10).
+      this.closeReason ??= fromNative(error);
+      throw this.closeReason;
     }
     const stream = this.track(native, true);
     if (options?.priority && options.priority !== 'normal') stream.setPriority(options.priority);

@@ -1,0 +1,38 @@
+import { Identity } from '@agentlink/core';
+import { expect, it } from 'vitest';
+import type { NativeConnection } from '../src/native.js';
+import { QuicChannel } from '../src/quic-channel.js';
+
+/**
+ * The engine's view of a connection a restarted peer has just reset: opening a stream fails at once, while the
+ * `closed` notice is still on its way (it reaches JavaScript as a later macrotask; here it never does).
+ */
+function resetConnection(): NativeConnection {
+  const never = new Promise<never>(() => undefined);
+  return {
+    peerKey: Buffer.alloc(32),
+    remoteAddress: '127.0.0.1:1',
+    stableId: 1,
+    earlyData: 'none',
+    handshakeDone: () => Promise.resolve(true),
+    tryOpenStream: () => {
+      throw new Error('UNAVAILABLE|connection reset by peer');
+    },
+    openStream: () => Promise.reject(new Error('UNAVAILABLE|connection reset by peer')),
+    acceptStream: () => never,
+    close: () => undefined,
+    closed: () => never,
+    release: () => undefined,
+    stats: () => ({ rttMs: 0, sentBytes: 0, receivedBytes: 0, lostPackets: 0, congestionWindow: 0 }),
+  };
+}
+
+it('a stream the engine cannot open closes the channel at once, before its closed notice: the pool dials anew', async () => {
+  const channel = new QuicChannel(resetConnection(), Identity.generate().id, 'local', () => undefined);
+  expect(channel.isClosed).toBe(false);
+  await expect(channel.openStream()).rejects.toMatchObject({ code: 'UNAVAILABLE', message: 'connection reset by peer' });
+  // Before, the channel stayed open until the notice came, and a caller retrying without leaving the microtask
+  // queue was handed it again on every try (benchmarks/src/peer-death.ts: ~400,000 failed calls in 30 s).
+  expect(channel.isClosed).toBe(true);
+  await expect(channel.openStream()).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+});

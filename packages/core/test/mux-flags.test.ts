@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { AgentError, Identity } from '../src/index.js';
 import { MuxedChannel, type ChannelStream } from '../src/transport.js';
+import { recordingMux } from './recording-mux.js';
 
 /**
  * Two multiplexers joined by an in-memory pipe that records every frame. `oldListener` makes the listener look
@@ -123,16 +124,8 @@ describe('mux frame flags', () => {
     }
   });
   it('ending a stream that sent nothing through a congested pipe sends its OPEN and FIN, and returns', async () => {
-    const sent: Buffer[] = [];
     let buffered = 0;
-    const channel = new MuxedChannel({
-      kind: 'test',
-      peer: Identity.generate().id,
-      remoteAddress: 'memory',
-      role: 'dialer',
-      onStream: () => undefined,
-      pipe: { send: (m) => void sent.push(Buffer.from(m)), get bufferedAmount() { return buffered; }, close: () => undefined },
-    });
+    const { channel, sent } = recordingMux(() => buffered);
     const settings = Buffer.alloc(9);
     settings[0] = 6;
     settings.writeUInt32BE(1, 1); // the peer announces frame flags

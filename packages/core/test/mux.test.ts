@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { AgentError, Identity } from '../src/index.js';
 import { MuxedChannel, type ChannelStream } from '../src/transport.js';
+import { recordingMux } from './recording-mux.js';
 
 /** Two multiplexers joined by an in-memory pipe that delivers asynchronously, like a socket. */
 type PairOptions = { window?: number; maxInboundStreams?: number };
@@ -42,15 +43,7 @@ describe('mux', () => {
   });
 
   it('announces a stream with its first bytes, and not at all if it is reset before writing', async () => {
-    const sent: Buffer[] = [];
-    const channel = new MuxedChannel({
-      kind: 'test',
-      peer: Identity.generate().id,
-      remoteAddress: 'memory',
-      role: 'dialer',
-      onStream: () => undefined,
-      pipe: { send: (m) => void sent.push(Buffer.from(m)), bufferedAmount: 0, close: () => undefined },
-    });
+    const { channel, sent } = recordingMux();
     expect(sent.map((frame) => frame[0])).toEqual([6]); // SETTINGS: our window and features, first thing
     sent.length = 0;
     const quiet = await channel.openStream();

@@ -18,6 +18,15 @@ export const diagnosticChannels = {
   channelClose: channel('agentlink:channel:close'),
   /** `{ peer, from, to }` when a circuit breaker changes state. */
   breakerState: channel('agentlink:breaker:state'),
+  /** `{ peer, urls, attempt }` when the agent starts dialling a peer's known addresses (attempt 1, 2, …). */
+  dialStart: channel('agentlink:dial:start'),
+  /** `{ peer, channel, attempt }` when a dial gave the pool a channel. */
+  dialConnected: channel('agentlink:dial:connected'),
+  /**
+   * `{ peer, error, attempt, retryInMs }` when a dial attempt failed; `retryInMs` is the backoff before the next
+   * attempt (already scheduled when this is published), absent when the dial gives up.
+   */
+  dialError: channel('agentlink:dial:error'),
   /** A `Refusal` (see listener/refusal.ts) when a connection, handshake, channel or stream from a peer was refused. */
   peerRefused: channel('agentlink:peer:refused'),
 } as const;

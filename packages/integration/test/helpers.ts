@@ -1,3 +1,4 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
 import { createAgent, type Agent, type AgentOptions, type Transport } from '@agentlink/core';
@@ -125,22 +126,47 @@ function watchedWebSocket(dials: DialWatch): Transport {
 export const DIAL_ATTEMPTS = 3;
 
 /**
- * Runs `call` to a port nobody listens on and steps the fake clock through the dialer's backoff (at most 50,
- * then 100 ms, full jitter) as soon as each refusal is in, so the call fails after its third refused dial.
- * Resolves with what the call rejected with.
+ * Steps the fake clock through the next `count` backoffs of the agent's dialer, each as soon as the dialer has set
+ * it (it says so on `agentlink:dial:error`, with the delay it drew): the clock moves by exactly that delay, never
+ * on to another timer (a call's deadline) that happens to be due first.
+ */
+export function stepDialBackoffs(count: number): Promise<void> {
+  const delays: number[] = [];
+  let wake: (() => void) | undefined;
+  const onError = (message: unknown): void => {
+    const { retryInMs } = message as { retryInMs?: number };
+    if (retryInMs === undefined) return;
+    delays.push(retryInMs);
+    wake?.();
+  };
+  subscribe('agentlink:dial:error', onError);
+  const step = async (): Promise<void> => {
+    try {
+      for (let stepped = 0; stepped < count; stepped++) {
+        while (delays.length === 0) await new Promise<void>((resolve) => (wake = resolve));
+        await vi.advanceTimersByTimeAsync(delays.shift()!);
+      }
+    } finally {
+      unsubscribe('agentlink:dial:error', onError);
+    }
+  };
+  return step();
+}
+
+/**
+ * Runs `call` to a port nobody listens on and steps the fake clock through the dialer's backoffs (under 50, then
+ * under 100 ms, full jitter), so the call fails after its third refused dial. Resolves with what the call
+ * rejected with.
  */
 export async function throughRefusedDials(dials: DialWatch, call: () => Promise<unknown>): Promise<unknown> {
   const before = dials.failed.count;
+  const stepped = stepDialBackoffs(DIAL_ATTEMPTS - 1);
   const outcome = call().then(
     (value) => ({ value }),
     (error: unknown) => error,
   );
-  for (let attempt = 1; attempt <= DIAL_ATTEMPTS; attempt++) {
-    await dials.failed.reached(before + attempt);
-    if (attempt === DIAL_ATTEMPTS) break;
-    await ioTurn(); // the refusal has reached the dialer, which is now waiting out its backoff: the next timer
-    await vi.advanceTimersToNextTimerAsync();
-  }
+  await stepped;
+  await dials.failed.reached(before + DIAL_ATTEMPTS);
   return outcome;
 }
 

@@ -9,9 +9,9 @@ import {
   dialWatch,
   freePort,
   gate,
-  ioTurn,
   portOf,
   settledWithoutIo,
+  stepDialBackoffs,
   throughRefusedDials,
   useFakeClock,
   wsAgent,
@@ -64,13 +64,10 @@ describe('middleware over real WebSocket channels', () => {
 
     // … and its next attempt, while the peer is down, is refused three times: another retry is due.
     const refusedBefore = dials.failed.count;
+    const dialBackoffs = stepDialBackoffs(DIAL_ATTEMPTS - 1);
     await vi.advanceTimersToNextTimerAsync(); // the retry's backoff
-    for (let attempt = 1; attempt <= DIAL_ATTEMPTS; attempt++) {
-      await dials.failed.reached(refusedBefore + attempt);
-      if (attempt === DIAL_ATTEMPTS) break;
-      await ioTurn();
-      await vi.advanceTimersToNextTimerAsync(); // the dialer's backoff
-    }
+    await dialBackoffs;
+    await dials.failed.reached(refusedBefore + DIAL_ATTEMPTS);
     await retried.reached(2);
     // Both calls lost the same connection; the idempotent one then found nobody listening.
     expect(retries).toEqual([`safe:${(failure as AgentError).code}`, 'safe:UNAVAILABLE']);

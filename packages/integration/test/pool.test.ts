@@ -211,11 +211,29 @@ describe('pool over real WebSocket channels', () => {
     // Both fail without waiting out a deadline (30 s) or the connect timeout (10 s): the fake clock stands still …
     await expect(client.send(server.addresses[0]!, 'nope')).rejects.toMatchObject({ code: 'NO_HANDLER', remote: true });
     expect(Date.now()).toBe(started);
-    const closedPort = `${Identity.generate().id}@wss://127.0.0.1:${await freePort()}/agentlink`;
-    const refused = await throughRefusedDials(dials, () => client.send(closedPort, 'work', 1));
-    expect(refused).toMatchObject({ code: 'UNAVAILABLE' });
-    // … but for the dialer's two backoffs (at most 50 + 100 ms) between its refused attempts.
+    const nobody = Identity.generate().id;
+    const closedPort = `${nobody}@wss://127.0.0.1:${await freePort()}/agentlink`;
+    const seen: string[] = [];
+    const onStart = (m: unknown): void => void seen.push(`start ${(m as { attempt: number }).attempt}`);
+    const onError = (m: unknown): void => {
+      const { peer, attempt, retryInMs, error } = m as { peer: string; attempt: number; retryInMs?: number; error: AgentError };
+      expect(peer).toBe(nobody);
+      expect(error.code).toBe('UNAVAILABLE');
+      seen.push(retryInMs === undefined ? `gave up after ${attempt}` : `retry after ${attempt} in ${retryInMs < 50 * 2 ** (attempt - 1) ? 'time' : retryInMs}`);
+    };
+    diagnostics.subscribe('agentlink:dial:start', onStart);
+    diagnostics.subscribe('agentlink:dial:error', onError);
+    try {
+      const refused = await throughRefusedDials(dials, () => client.send(closedPort, 'work', 1));
+      expect(refused).toMatchObject({ code: 'UNAVAILABLE' });
+    } finally {
+      diagnostics.unsubscribe('agentlink:dial:start', onStart);
+      diagnostics.unsubscribe('agentlink:dial:error', onError);
+    }
+    // … but for the dialer's two backoffs (under 50, then under 100 ms) between its refused attempts, each of
+    // them announced on diagnostics_channel.
     expect(dials.failed.count).toBe(DIAL_ATTEMPTS);
-    expect(Date.now() - started).toBeLessThanOrEqual(150);
+    expect(Date.now() - started).toBeLessThan(150);
+    expect(seen).toEqual(['start 1', 'retry after 1 in time', 'start 2', 'retry after 2 in time', 'start 3', 'gave up after 3']);
   });
 });

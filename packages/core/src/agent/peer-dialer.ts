@@ -1,3 +1,4 @@
+import { diagnosticChannels } from '../diagnostics.js';
 import { AgentError } from '../errors.js';
 import type { Channel, Transport, TransportContext } from '../channel.js';
 import type { AgentId } from '../identity/agent-id.js';
@@ -19,7 +20,7 @@ export interface PeerDialerOptions {
 const DIAL_STAGGER_MS = 250;
 /** A dial that failed for a passing reason (a reset during a storm of dials) is tried again, this often in all. */
 const DIAL_ATTEMPTS = 3;
-/** Backoff before the second attempt; doubled after, with full jitter so a fleet does not retry in step. */
+/** Cap of the backoff before the second attempt; doubled after (full jitter under the cap). */
 const DIAL_BACKOFF_MS = 50;
 
 /**
@@ -72,14 +73,22 @@ export class PeerDialer {
     const dialable = urls.some((url) => this.options.transports.some((t) => t.protocols.includes(url.protocol)));
     try {
       for (let attempt = 1; ; attempt++) {
+        if (diagnosticChannels.dialStart.hasSubscribers) diagnosticChannels.dialStart.publish({ peer, urls, attempt });
         try {
-          return await this.dialAddresses(peer, urls, controller.signal);
+          const channel = await this.dialAddresses(peer, urls, controller.signal);
+          if (diagnosticChannels.dialConnected.hasSubscribers) diagnosticChannels.dialConnected.publish({ peer, channel, attempt });
+          return channel;
         } catch (error) {
           // Only reachability failures are worth another try; a wrong key, a cancel or a timeout are final.
           const failure = error as AgentError;
-          const final = failure.code !== 'UNAVAILABLE' || !dialable || controller.signal.aborted;
-          if (final || attempt >= DIAL_ATTEMPTS) throw failure;
-          await backoff(DIAL_BACKOFF_MS * 2 ** (attempt - 1), controller.signal);
+          const final = failure.code !== 'UNAVAILABLE' || !dialable || controller.signal.aborted || attempt >= DIAL_ATTEMPTS;
+          // Full jitter, in whole milliseconds: a fleet does not retry in step.
+          const retryInMs = final ? undefined : Math.floor(Math.random() * DIAL_BACKOFF_MS * 2 ** (attempt - 1));
+          const waited = retryInMs === undefined ? undefined : backoff(retryInMs, controller.signal);
+          // Published once the backoff's timer is set, so an observer (a test's fake clock) can step it.
+          if (diagnosticChannels.dialError.hasSubscribers) diagnosticChannels.dialError.publish({ peer, error: failure, attempt, retryInMs });
+          if (waited === undefined) throw failure;
+          await waited;
         }
       }
     } finally {
@@ -119,8 +128,8 @@ export class PeerDialer {
   }
 }
 
-/** Waits a random time up to `capMs` (full jitter); rejects with the signal's reason if it aborts first. */
-function backoff(capMs: number, signal: AbortSignal): Promise<void> {
+/** Waits `delayMs`; rejects with the signal's reason if it aborts first. */
+function backoff(delayMs: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     const onAbort = (): void => {
       clearTimeout(timer);
@@ -129,7 +138,7 @@ function backoff(capMs: number, signal: AbortSignal): Promise<void> {
     const timer = setTimeout(() => {
       signal.removeEventListener('abort', onAbort);
       resolve();
-    }, Math.random() * capMs);
+    }, delayMs);
     signal.addEventListener('abort', onAbort, { once: true });
   });
 }

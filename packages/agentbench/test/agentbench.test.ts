@@ -5,12 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-
-interface Spread {
-  median: number;
-  p25: number;
-  p75: number;
-}
+import type { InterleavedResult } from '../src/interleaved.js';
 
 describe('agentbench --quick', () => {
   it('measures every subject and scenario from bytes that crossed a socket, and draws the chart', async () => {
@@ -26,21 +21,7 @@ describe('agentbench --quick', () => {
       results: Array<Record<string, any>>;
       fleet: Array<{ subject: string; bytes: number; agents: number }>;
       impaired: Array<{ subject: string; bytes: number; mbPerSecond: number }>;
-      interleaved: Array<{
-        subject: string;
-        baseline?: string;
-        p50: number;
-        p99: number;
-        roundP50s: number[];
-        ratio?: number;
-        bytes: number;
-        sequential: Spread;
-        concurrent: Spread;
-        ttftMs: Spread;
-        perTokenUs: Spread;
-        vsBaseline?: Record<string, Spread>;
-        vsReference?: Record<string, Spread>;
-      }>;
+      interleaved: InterleavedResult[];
     };
     expect(report.machine.node).toBe(process.version);
     const subjects = report.results.map((r) => r.subject);

@@ -5,7 +5,8 @@ import { connect as netConnect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface, type Interface } from 'node:readline';
-import { diagnosticChannels, type Refusal } from '@agentlink/core';
+import { diagnosticChannels, type Agent, type Refusal } from '@agentlink/core';
+import { expect } from 'vitest';
 
 /** Fails with how to get a tool the test needs (.ci/run installs it on CI). */
 export function requireTool(tool: string, probe: string[] = ['--version']): void {
@@ -109,4 +110,32 @@ export async function startAgentProcess(options: object = { port: 0 }): Promise<
       await gone;
     },
   };
+}
+
+/**
+ * One case for every TCP listener (ws, http2): with `maxConnectionsPerIp: 1` and a peer connected, a second
+ * socket from the same IP is closed before TLS and reported as `max-connections-per-ip`; once the peer has left,
+ * its place is free for the next one. `agent()` makes an agent of the channel under test (listening when given a
+ * port), with `limits` on its listener.
+ */
+export async function expectPerIpPlaceFreed(
+  kind: Refusal['kind'],
+  agent: (options?: { port?: number; limits?: object }) => Promise<Agent>,
+  limits: object,
+  portOf: (address: string) => number,
+): Promise<void> {
+  const server = await agent({ port: 0, limits });
+  const client = await agent();
+  expect(await client.send(server.addresses[0]!, 'echo', 1)).toBe(1);
+  const reported = nextRefusal((r) => r.kind === kind && r.stage === 'connection');
+  const extra = await tcp(portOf(server.addresses[0]!));
+  await once(extra, 'close');
+  expect((await reported).reason).toBe('max-connections-per-ip');
+
+  const [held] = server.channels(client.id);
+  await client.close();
+  await held!.closed;
+  await new Promise((resolve) => setImmediate(resolve));
+  const next = await agent();
+  expect(await next.send(server.addresses[0]!, 'echo', 2)).toBe(2);
 }

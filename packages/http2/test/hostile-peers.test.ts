@@ -9,7 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { http2 } from '../src/index.js';
 import { toHttp2Code } from '../src/reset-codes.js';
 import { DEFAULT_MAX_SESSION_BUFFERED } from '../src/http2-channel.js';
-import { nextRefusal, requireTool, startAgentProcess, strangerCertificate, tcp, type AgentProcess, type PemFiles } from './hostile-helpers.js';
+import { expectPerIpPlaceFreed, nextRefusal, requireTool, startAgentProcess, strangerCertificate, tcp, type AgentProcess, type PemFiles } from './hostile-helpers.js';
 
 const agents: Agent[] = [];
 afterEach(async () => {
@@ -205,21 +205,7 @@ describe('HTTP/2 listener against hostile peers', () => {
     });
 
     it('connections over maxConnectionsPerIp are closed before TLS and reported; a closed one frees its place', async () => {
-      const server = await agent({ port: 0, limits: { maxConnections: 2, maxConnectionsPerIp: 1 } });
-      const port = Number(urlOf(server.addresses[0]!).port);
-      const client = await agent();
-      expect(await client.send(server.addresses[0]!, 'echo', 1)).toBe(1);
-      const reported = nextRefusal((r) => r.kind === 'http2' && r.stage === 'connection');
-      const extra = await tcp(port);
-      await once(extra, 'close');
-      expect((await reported).reason).toBe('max-connections-per-ip');
-
-      const [held] = server.channels(client.id);
-      await client.close();
-      await held!.closed;
-      await new Promise((resolve) => setImmediate(resolve));
-      const next = await agent();
-      expect(await next.send(server.addresses[0]!, 'echo', 2)).toBe(2);
+      await expectPerIpPlaceFreed('http2', agent, { maxConnections: 2, maxConnectionsPerIp: 1 }, (address) => Number(urlOf(address).port));
     });
 
     it('new connections over the per-IP rate are refused (ip-rate)', async () => {

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { AgentError, createAgent, type Agent } from '@agentlink/core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 // The stranger's tools are shared with the HTTP/2 channel's tests.
-import { nextRefusal, requireTool, strangerCertificate, tcp, type PemFiles } from '../../http2/test/hostile-helpers.js';
+import { expectPerIpPlaceFreed, nextRefusal, requireTool, strangerCertificate, tcp, type PemFiles } from '../../http2/test/hostile-helpers.js';
 import { webSocket, type WebSocketOptions } from '../src/index.js';
 
 const agents: Agent[] = [];
@@ -110,20 +110,7 @@ describe('WebSocket listener against hostile peers', () => {
   });
 
   it('connections over maxConnectionsPerIp are closed before TLS and reported; a closed one frees its place', async () => {
-    const server = await agent({ port: 0, limits: { maxConnectionsPerIp: 1 } });
-    const client = await agent();
-    expect(await client.send(server.addresses[0]!, 'echo', 1)).toBe(1);
-    const reported = nextRefusal((r) => r.kind === 'ws' && r.stage === 'connection');
-    const extra = await tcp(portOf(server.addresses[0]!));
-    await once(extra, 'close');
-    expect((await reported).reason).toBe('max-connections-per-ip');
-
-    const [held] = server.channels(client.id);
-    await client.close();
-    await held!.closed;
-    await new Promise((resolve) => setImmediate(resolve));
-    const next = await agent();
-    expect(await next.send(server.addresses[0]!, 'echo', 2)).toBe(2);
+    await expectPerIpPlaceFreed('ws', agent, { maxConnectionsPerIp: 1 }, portOf);
   });
 
   it('new connections over the per-IP rate are refused (ip-rate); admitConnection still runs after the limits', async () => {

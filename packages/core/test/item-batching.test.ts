@@ -251,3 +251,13 @@ describe('StreamItems read-ahead', () => {
     expect(released).toBe(true); // 4 left: half
   });
 });
+
+describe('the decoder fast path on short and broken item frames', () => {
+  it('refuses what msgpackr refuses: headers cut short, lengths past the payload or short of it', () => {
+    for (const bytes of [[0x92, 0x03, 0xc4], [0x92, 0x03, 0xd9], [0x92, 0x03, 0xc4, 0x02, 0x01], [0x92, 0x03, 0xa3, 0x61], [0x92, 0x03, 0xc4, 0x00, 0x00]]) {
+      expect(() => decodePayload(Buffer.from(bytes)), Buffer.from(bytes).toString('hex')).toThrow(expect.objectContaining({ code: 'PROTOCOL_ERROR' }));
+    }
+    expect(decodePayload(Buffer.from([0x92, 0x03, 0xc4, 0x00]))).toEqual({ type: 'item', body: Buffer.alloc(0) });
+    expect(decodePayload(Buffer.from([0x92, 0x03, 0xa0]))).toEqual({ type: 'item', body: '' });
+  });
+});

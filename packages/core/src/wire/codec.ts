@@ -98,8 +98,9 @@ function decodeSmallItem(payload: Uint8Array): WireMessage | undefined {
   let start: number;
   let length: number;
   if (marker === 0xc4 || marker === 0xd9) {
+    if (payload.length < 4) return undefined;
     start = 4;
-    length = payload[3] ?? -1;
+    length = payload[3]!;
   } else if (marker >= 0xa0 && marker <= 0xbf) {
     start = 3;
     length = marker - 0xa0;

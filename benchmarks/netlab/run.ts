@@ -10,7 +10,8 @@
  *
  * `--engines` compares QUIC engine builds in one run: each adds a channel `quic@name` (BBR), whose server and client
  * load that file (AGENTLINK_QUIC_NATIVE, plus any `+VAR=value` in their environment); name them in `--channels`. The channel order is reversed every other
- * repeat, so the builds take turns going first on a machine whose load drifts.
+ * repeat, so the builds take turns going first on a machine whose load drifts. `quinn-variant.mjs` builds engines on a
+ * patched quinn-proto for this (patches in quinn-proto/).
  * `--drops` runs each figure in its own client process and counts the forwarder's drop-tail queue drops and
  * forwarded packets on the download direction (b→a) during it (samples `<channel> <streams> drops` and `… forwarded`).
  * A path is delay-ms/loss-percent[/tcp-congestion of both hosts, default bbr], on a 100 Mbit/s link.

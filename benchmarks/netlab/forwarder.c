@@ -10,7 +10,8 @@
  * usage: forwarder --ns-a /run/netns/A --ns-b /run/netns/B --dev lab0 [--delay-ms 40] [--jitter-ms 0]
  *                  [--loss 1.0] [--rate-mbit 100] [--queue-kb 1024] [--burst-kb 16] [--seed 1]
  * Creates the TUN device `dev` in each namespace (the script gives them addresses), prints "ready", forwards
- * until SIGTERM/SIGINT, then prints one line of counters per direction on stderr.
+ * until SIGTERM/SIGINT, then prints one line of counters per direction on stderr. SIGUSR1 prints the same
+ * lines (counts so far) and forwarding goes on, so a run can count each figure's drops in one lab.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -56,7 +57,19 @@ static struct {
 static volatile sig_atomic_t stopping = 0;
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 
+static volatile sig_atomic_t reporting = 0;
 static void on_signal(int sig) { (void)sig; stopping = 1; }
+static void on_report(int sig) { (void)sig; reporting = 1; }
+
+static void print_counters(struct direction *const all[2]) {
+  for (int i = 0; i < 2; i++) {
+    struct direction *d = all[i];
+    fprintf(stderr, "%s forwarded=%llu bytes=%llu lost=%llu queue_drops=%llu ring_drops=%llu\n", d->name,
+            (unsigned long long)d->forwarded, (unsigned long long)d->bytes, (unsigned long long)d->lost,
+            (unsigned long long)d->queue_drops, (unsigned long long)d->ring_drops);
+  }
+  fflush(stderr);
+}
 
 static int64_t now_ns(void) {
   struct timespec ts;
@@ -198,11 +211,25 @@ int main(int argc, char **argv) {
   sa.sa_handler = on_signal;
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGINT, &sa, NULL);
+  struct sigaction report_sa;
+  memset(&report_sa, 0, sizeof report_sa);
+  report_sa.sa_handler = on_report;
+  sigaction(SIGUSR1, &report_sa, NULL);
+  struct direction *const all[2] = {&ab, &ba};
+  /* SIGUSR1 is delivered only inside ppoll, so a report asked for just before it still wakes the loop. */
+  sigset_t report_blocked, unblocked;
+  sigemptyset(&report_blocked);
+  sigaddset(&report_blocked, SIGUSR1);
+  sigprocmask(SIG_BLOCK, &report_blocked, &unblocked);
   printf("ready\n");
   fflush(stdout);
 
   struct pollfd fds[2] = {{.fd = ab.in, .events = POLLIN}, {.fd = ba.in, .events = POLLIN}};
   while (!stopping) {
+    if (reporting) {
+      reporting = 0;
+      print_counters(all);
+    }
     int64_t now = now_ns();
     int64_t next_ab = deliver_due(&ab, now), next_ba = deliver_due(&ba, now);
     int64_t next = next_ab < 0 ? next_ba : (next_ba < 0 || next_ab < next_ba ? next_ab : next_ba);
@@ -214,7 +241,7 @@ int main(int argc, char **argv) {
       timeout.tv_nsec = in % 1000000000LL;
       wait = &timeout;
     }
-    int ready = ppoll(fds, 2, wait, NULL);
+    int ready = ppoll(fds, 2, wait, &unblocked);
     if (ready < 0) {
       if (errno == EINTR) continue;
       die("ppoll");
@@ -222,12 +249,6 @@ int main(int argc, char **argv) {
     if (fds[0].revents & POLLIN) receive_all(&ab);
     if (fds[1].revents & POLLIN) receive_all(&ba);
   }
-  struct direction *all[2] = {&ab, &ba};
-  for (int i = 0; i < 2; i++) {
-    struct direction *d = all[i];
-    fprintf(stderr, "%s forwarded=%llu bytes=%llu lost=%llu queue_drops=%llu ring_drops=%llu\n", d->name,
-            (unsigned long long)d->forwarded, (unsigned long long)d->bytes, (unsigned long long)d->lost,
-            (unsigned long long)d->queue_drops, (unsigned long long)d->ring_drops);
-  }
+  print_counters(all);
   return 0;
 }

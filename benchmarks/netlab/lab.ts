@@ -49,6 +49,8 @@ export interface Lab {
   exec(ns: string, command: string, args: string[], timeoutMs?: number): Promise<{ stdout: string; stderr: string }>;
   /** Starts a long-running process inside a namespace. */
   spawn(ns: string, command: string, args: string[]): ChildProcess;
+  /** The forwarder's counters so far (a→b, b→a), forwarding going on: take two and subtract for one figure's. */
+  counters(): Promise<{ ab: ForwarderCounters; ba: ForwarderCounters }>;
   /** Stops the forwarder and removes both namespaces; returns the forwarder's counters (a→b, b→a). */
   close(): Promise<{ ab: ForwarderCounters; ba: ForwarderCounters }>;
 }
@@ -107,6 +109,13 @@ export async function startLab(path: PathSpec, forwarderBinary?: string): Promis
         await ip('-n', a, 'route', 'replace', addressB, 'dev', 'lab0', 'congctl', name);
         await ip('-n', b, 'route', 'replace', addressA, 'dev', 'lab0', 'congctl', name);
       },
+      async counters() {
+        const reports = (): number => stderr.split('\n').filter((l) => l.startsWith('b->a ')).length;
+        const before = reports();
+        fwd.kill('SIGUSR1');
+        while (reports() === before) await once(fwd.stderr!, 'data');
+        return { ab: counters(stderr, 'a->b'), ba: counters(stderr, 'b->a') };
+      },
       async close() {
         const exited = once(fwd, 'exit');
         fwd.kill('SIGTERM');
@@ -123,7 +132,7 @@ export async function startLab(path: PathSpec, forwarderBinary?: string): Promis
 }
 
 function counters(report: string, direction: string): ForwarderCounters {
-  const line = report.split('\n').find((l) => l.startsWith(direction)) ?? '';
+  const line = report.split('\n').findLast((l) => l.startsWith(direction)) ?? '';
   const field = (name: string): number => Number(new RegExp(`${name}=(\\d+)`).exec(line)?.[1] ?? Number.NaN);
   return { forwarded: field('forwarded'), bytes: field('bytes'), lost: field('lost'), queueDrops: field('queue_drops'), ringDrops: field('ring_drops') };
 }

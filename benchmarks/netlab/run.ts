@@ -6,11 +6,14 @@
  *
  *   sudo pnpm --filter @agentlink/benchmarks netlab [--repeats 2] [--seconds 6] [--paths 40/0,40/1,40/1/cubic,10/3]
  *        [--channels quic,quic-cubic,http2,ws,ws-fixed] [--streams 1,32,128] [--no-burst] [--no-tcp] [--json out.json]
- *        [--engines old=/tmp/a.node,new=/tmp/b.node+VAR=value]
+ *        [--engines old=/tmp/a.node,new=/tmp/b.node+VAR=value] [--drops]
  *
  * `--engines` compares QUIC engine builds in one run: each adds a channel `quic@name` (BBR), whose server and client
  * load that file (AGENTLINK_QUIC_NATIVE, plus any `+VAR=value` in their environment); name them in `--channels`. The channel order is reversed every other
- * repeat, so the builds take turns going first on a machine whose load drifts.
+ * repeat, so the builds take turns going first on a machine whose load drifts. `quinn-variant.mjs` builds engines on a
+ * patched quinn-proto for this (patches in quinn-proto/).
+ * `--drops` runs each figure in its own client process and counts the forwarder's drop-tail queue drops and
+ * forwarded packets on the download direction (b→a) during it (samples `<channel> <streams> drops` and `… forwarded`).
  * A path is delay-ms/loss-percent[/tcp-congestion of both hosts, default bbr], on a 100 Mbit/s link.
  */
 import { once } from 'node:events';
@@ -33,6 +36,7 @@ const { values } = parseArgs({
     engines: { type: 'string', default: '' },
     'no-burst': { type: 'boolean', default: false },
     'no-tcp': { type: 'boolean', default: false },
+    drops: { type: 'boolean', default: false },
     /** Instead of the matrix: one QUIC stream (BBR, then Cubic) sharing the link with one iperf3 TCP flow (cubic). */
     fairness: { type: 'boolean', default: false },
     /** Instead of the matrix: agentbench's userspace impairment proxy (a model, no root) on the same paths, for the gap. */
@@ -97,9 +101,22 @@ for (let repeat = 0; repeat < repeats; repeat++) {
         const jobs: Job[] = streamCounts.map((streams) => ({ kind: 'bulk', channel: base, streams, seconds }));
         if (!values['no-burst']) jobs.push({ kind: 'burst', channel: base, streams: 32, tokens: 1000, rounds: 3 });
         const server = engine !== undefined ? engineServers.get(engine)!.addresses : quicCubic ? cubic! : bbr!;
-        for (const result of await client(lab, server, jobs, engine !== undefined ? engines.get(engine) : undefined)) {
-          if (result.kind === 'bulk') add(`${channel} ${result.streams}`, result.mbitPerSecond);
-          else add(`${channel} burst p95`, result.p95Ms);
+        const engineFile = engine !== undefined ? engines.get(engine) : undefined;
+        // With --drops, one client per figure, between two readings of the forwarder's counters.
+        for (const batch of values.drops ? jobs.map((job) => [job]) : [jobs]) {
+          const before = values.drops ? await lab.counters() : undefined;
+          const returned = await client(lab, server, batch, engineFile);
+          if (before !== undefined) {
+            const after = await lab.counters();
+            const figure = batch[0]!.kind === 'bulk' ? String(batch[0]!.streams) : 'burst';
+            add(`${channel} ${figure} drops`, after.ba.queueDrops - before.ba.queueDrops);
+            add(`${channel} ${figure} forwarded`, after.ba.forwarded - before.ba.forwarded);
+            console.error(`${channel} ${figure}: b->a queue drops ${after.ba.queueDrops - before.ba.queueDrops}, forwarded ${after.ba.forwarded - before.ba.forwarded}`);
+          }
+          for (const result of returned) {
+            if (result.kind === 'bulk') add(`${channel} ${result.streams}`, result.mbitPerSecond);
+            else add(`${channel} burst p95`, result.p95Ms);
+          }
         }
       }
       await Promise.all(servers.map((s) => s.close()));
@@ -258,6 +275,16 @@ for (const path of paths) {
   lines.push(
     `| ${path.delayMs} ms / ${path.lossPercent}% (${path.tcp}) | ${cell(r.rtt)} | ${channels.map((c) => joined(c, streamCounts)).join(' | ')} | ${joined('tcp cubic', [1, 32])} | ${joined('tcp bbr', [1, 32])} | ${channels.map((c) => cell(s[`${c} burst p95`], 0)).join(' / ')} |`,
   );
+}
+if (values.drops) {
+  lines.push('', `forwarder b→a (download direction) per figure: drop-tail queue drops / forwarded packets, median of ${repeats} (range)`, '');
+  lines.push(`| path | ${channels.map((c) => `${c} ${[...streamCounts, ...(values['no-burst'] ? [] : ['burst'])].join(' / ')}`).join(' | ')} |`);
+  lines.push(`|${'---|'.repeat(channels.length + 1)}`);
+  for (const path of paths) {
+    const s = results[path.name]!.samples;
+    const figures = [...streamCounts, ...(values['no-burst'] ? [] : ['burst'])];
+    lines.push(`| ${path.name} | ${channels.map((c) => figures.map((f) => `${cell(s[`${c} ${f} drops`], 0)} / ${cell(s[`${c} ${f} forwarded`], 0)}`).join(', ')).join(' | ')} |`);
+  }
 }
 console.log(lines.join('\n'));
 if (values.json) writeFileSync(values.json, JSON.stringify({ date: new Date().toISOString(), rateMbit, seconds, repeats, paths, results }, null, 2));

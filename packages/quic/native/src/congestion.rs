@@ -2,7 +2,10 @@
 //! RTT instead of reading every loss as congestion, so random loss (Wi-Fi, long lossy paths) does not collapse
 //! the window as Cubic's and NewReno's multiplicative decrease does (measured in the lab, 40 ms one-way / 1%
 //! loss, 100 Mbit/s, 1 / 32 / 128 streams: Cubic 1.1–2.4 Mbit/s, BBR 56–66; see docs/benchmarks.md). quinn paces every controller's
-//! sends (its pacer spreads the window over the smoothed RTT), so no burst of a whole window hits the path.
+//! sends, so no burst of a whole window hits the path. Its pacer (quinn-proto 0.11) spreads 1.25 windows over the
+//! smoothed RTT and does not read BBR's pacing rate; pacing at that rate was tried and not shipped: quinn's BBR
+//! estimates bandwidth from ACK spacing, and a pacer following it lost throughput in the lab (pacing_tests.rs,
+//! docs/benchmarks.md "QUIC pacing at BBR's rate").
 
 use std::sync::Arc;
 

@@ -14,6 +14,8 @@ mod errors;
 mod handshake;
 mod listener;
 mod live;
+#[cfg(test)]
+mod pacing_tests;
 mod raw_socket;
 mod reset_key;
 mod session_cache;

@@ -79,21 +79,13 @@ export class ItemIterator<Out> implements AsyncGenerator<Out, void, undefined> {
 
   return(): Promise<IteratorResult<Out, void>> {
     if (this.pending) return this.queued(() => this.return());
-    try {
-      this.stop();
-    } catch (error) {
-      return Promise.reject(error); // as an async generator whose `finally` throws: a rejection, not a throw
-    }
+    this.stop();
     return Promise.resolve(DONE);
   }
 
   throw(error: unknown): Promise<IteratorResult<Out, void>> {
     if (this.pending) return this.queued(() => this.throw(error));
-    try {
-      this.stop();
-    } catch (stopError) {
-      return Promise.reject(stopError);
-    }
+    this.stop();
     return Promise.reject(error);
   }
 

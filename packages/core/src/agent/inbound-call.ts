@@ -253,11 +253,7 @@ class InboundCall implements CallInfo, CallControl {
     onOpen(this.framed.stream);
   }
 
-  /**
-   * Moves items from the handler's generator to `out`; an item whose write must wait for credit holds the
-   * generator until it went (backpressure). One that the writer took at once (`onItem` returned no promise)
-   * costs no promise hop of its own.
-   */
+  /** Moves items from the handler's generator to `out`; each waits for the write's credit (backpressure). */
   private async pump(items: AsyncIterable<unknown>, out: CallHandler): Promise<void> {
     const iterator = items[Symbol.asyncIterator]();
     let done = false;
@@ -270,8 +266,7 @@ class InboundCall implements CallInfo, CallControl {
         }
         this.checkNotAborted();
         try {
-          const held = out.onItem?.(next.value);
-          if (held) await held;
+          await out.onItem?.(next.value);
         } catch (error) {
           // The caller is gone (a reset can reach our write before our read): the handler must see why.
           if (error instanceof AgentError && error.remote) this.abort(error);
@@ -348,9 +343,9 @@ class ReplyWriter implements CallHandler {
     this.heldBody = body;
   }
 
-  onItem(item: unknown): Promise<void> | undefined {
+  onItem(item: unknown): Promise<void> {
     this.sendHeld();
-    return this.call.framed.sendItem(item);
+    return this.call.framed.send({ type: 'item', body: item });
   }
 
   onEnd(): void {

@@ -10,6 +10,7 @@ import { DEFAULT_MAX_FRAME_SIZE } from '../wire/codec.js';
 import type { CallMode } from '../wire/messages.js';
 import { networkDispatch } from './call-attempt.js';
 import { StreamItems, UnaryResult } from './call-results.js';
+import { ItemIterator } from './item-iterator.js';
 import { CallLifecycle } from './call-lifecycle.js';
 import { ChannelPool, type PoolLimits, type PoolStats } from './channel-pool.js';
 import type { DuplexHandler, HandlerEntry, StreamHandler, UnaryHandler } from './handlers.js';
@@ -272,14 +273,23 @@ export class Agent {
    * Calls a streaming `method` and yields each item as it arrives. Breaking out of the loop, aborting the signal
    * or passing the deadline cancels the remote generator; a slow loop slows the producer (backpressure).
    */
-  async *stream<Out = unknown>(peer: string, method: string, body?: unknown, options: CallOptions = {}): AsyncGenerator<Out, void, undefined> {
-    const call = this.newCall(peer, method, body, 'stream', options, undefined);
-    const items = new StreamItems<Out>(() => call.abortReason);
-    this.start(call, items);
-    yield* items.iterate(() => {
-      call.abort(new AgentError('CANCELLED', 'caller stopped reading the stream'));
-      items.unhold();
-    });
+  stream<Out = unknown>(peer: string, method: string, body?: unknown, options: CallOptions = {}): AsyncGenerator<Out, void, undefined> {
+    // As an `async *` method would: the call starts at the first `next()`, and a bad argument rejects that.
+    let call: OutboundCall | undefined;
+    let items: StreamItems<Out> | undefined;
+    return new ItemIterator<Out>(
+      () => {
+        call = this.newCall(peer, method, body, 'stream', options, undefined);
+        const started = call;
+        items = new StreamItems<Out>(() => started.abortReason);
+        this.start(call, items);
+        return items;
+      },
+      () => {
+        call!.abort(new AgentError('CANCELLED', 'caller stopped reading the stream'));
+        items!.unhold();
+      },
+    );
   }
 
   /**

@@ -1,5 +1,6 @@
 import type { AgentError } from '../errors.js';
 import type { CallHandler } from './interceptor.js';
+import { ItemIterator, type ItemSource } from './item-iterator.js';
 
 /** The outermost handler of `send`: settles one promise with the call's result or error. */
 export class UnaryResult<Out> implements CallHandler {
@@ -36,19 +37,19 @@ export class UnaryResult<Out> implements CallHandler {
 const READ_AHEAD_ITEMS = 8;
 export const READ_AHEAD_BYTES = 256 * 1024;
 
-type Pull<Out> = { done: false; value: Out } | { done: true; value: undefined };
-
 /**
- * The outermost handler of `stream`: hands items to an async generator. Once the consumer is `READ_AHEAD_ITEMS`
- * or `READ_AHEAD_BYTES` behind, `onItem` returns a promise, so the network reads no further (backpressure).
+ * The outermost handler of `stream`: hands items to the consumer's `for await` (an {@link ItemIterator}). Once the
+ * consumer is `READ_AHEAD_ITEMS` or `READ_AHEAD_BYTES` behind, `onItem` returns a promise, so the network reads no
+ * further (backpressure); the read goes on once the consumer took half of that (a low-water mark: one hold and
+ * release per few items rather than per item while a burst arrives faster than the loop takes it).
  */
-export class StreamItems<Out> implements CallHandler {
+export class StreamItems<Out> implements CallHandler, ItemSource<Out> {
   private readonly buffered: Out[] = [];
   private readonly sizes: number[] = [];
   private bufferedBytes = 0;
   private ended = false;
   private failure: AgentError | undefined;
-  private waiter: { resolve(pull: Pull<Out>): void; reject(error: AgentError): void } | undefined;
+  private waiter: { resolve(result: IteratorResult<Out, void>): void; reject(error: AgentError): void } | undefined;
   private release: (() => void) | undefined;
 
   /** `abortedBy`: why the whole call was aborted, once it was; from then on nothing buffered is handed out. */
@@ -72,7 +73,7 @@ export class StreamItems<Out> implements CallHandler {
     this.buffered.push(item as Out);
     this.sizes.push(size);
     this.bufferedBytes += size;
-    if (!this.full) return;
+    if (this.buffered.length < READ_AHEAD_ITEMS && this.bufferedBytes < READ_AHEAD_BYTES) return;
     return new Promise<void>((resolve) => (this.release = resolve));
   }
 
@@ -86,25 +87,40 @@ export class StreamItems<Out> implements CallHandler {
     this.wake();
   }
 
-  /** The next item, the end, or the call's error (at once after an abort: buffered items are dropped). */
-  next(): Promise<Pull<Out>> {
+  /** The next item or the end if ready; the call's error (at once after an abort: buffered items are dropped). */
+  poll(): IteratorResult<Out, void> | undefined {
     const aborted = this.abortedBy();
     if (aborted) {
       this.buffered.length = 0;
       this.sizes.length = 0;
       this.bufferedBytes = 0;
       this.unhold();
-      return Promise.reject(aborted);
+      throw aborted;
     }
     if (this.buffered.length > 0) {
       const value = this.buffered.shift()!;
       this.bufferedBytes -= this.sizes.shift()!;
-      if (!this.full) this.unhold();
-      return Promise.resolve({ done: false, value });
+      if (this.release && this.buffered.length <= READ_AHEAD_ITEMS / 2 && this.bufferedBytes <= READ_AHEAD_BYTES / 2) this.unhold();
+      return { done: false, value };
     }
-    if (this.failure) return Promise.reject(this.failure);
-    if (this.ended) return Promise.resolve({ done: true, value: undefined });
-    return new Promise((resolve, reject) => (this.waiter = { resolve, reject }));
+    if (this.failure) throw this.failure;
+    if (this.ended) return DONE;
+    return undefined;
+  }
+
+  wait(resolve: (result: IteratorResult<Out, void>) => void, reject: (error: AgentError) => void): void {
+    this.waiter = { resolve, reject };
+  }
+
+  /** The next item, the end, or the call's error. */
+  next(): Promise<IteratorResult<Out, void>> {
+    try {
+      const ready = this.poll();
+      if (ready) return Promise.resolve(ready);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return new Promise((resolve, reject) => this.wait(resolve, reject));
   }
 
   /**
@@ -112,16 +128,8 @@ export class StreamItems<Out> implements CallHandler {
    * before the end (break, return, a throw in its loop): the caller of `stream`/`duplex` cancels the call, a duplex
    * handler stops reading.
    */
-  async *iterate(onLeftEarly: () => void): AsyncGenerator<Out, void, undefined> {
-    try {
-      for (;;) {
-        const next = await this.next();
-        if (next.done) return;
-        yield next.value;
-      }
-    } finally {
-      if (!this.finished) onLeftEarly();
-    }
+  iterate(onLeftEarly: () => void): AsyncGenerator<Out, void, undefined> {
+    return new ItemIterator(() => this, onLeftEarly);
   }
 
   /** The consumer left: let a held network read go on (it then sees the reset). */
@@ -131,15 +139,13 @@ export class StreamItems<Out> implements CallHandler {
     release?.();
   }
 
-  private get full(): boolean {
-    return this.buffered.length >= READ_AHEAD_ITEMS || this.bufferedBytes >= READ_AHEAD_BYTES;
-  }
-
   private wake(): void {
     const waiter = this.waiter;
     if (!waiter) return;
     this.waiter = undefined;
     if (this.failure) waiter.reject(this.failure);
-    else waiter.resolve({ done: true, value: undefined });
+    else waiter.resolve(DONE);
   }
 }
+
+const DONE: IteratorResult<never, void> = Object.freeze({ done: true, value: undefined });

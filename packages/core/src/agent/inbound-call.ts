@@ -253,7 +253,11 @@ class InboundCall implements CallInfo, CallControl {
     onOpen(this.framed.stream);
   }
 
-  /** Moves items from the handler's generator to `out`; each waits for the write's credit (backpressure). */
+  /**
+   * Moves items from the handler's generator to `out`; an item whose write must wait for credit holds the
+   * generator until it went (backpressure). One that the writer took at once (`onItem` returned no promise)
+   * costs no promise hop of its own.
+   */
   private async pump(items: AsyncIterable<unknown>, out: CallHandler): Promise<void> {
     const iterator = items[Symbol.asyncIterator]();
     let done = false;
@@ -266,7 +270,8 @@ class InboundCall implements CallInfo, CallControl {
         }
         this.checkNotAborted();
         try {
-          await out.onItem?.(next.value);
+          const held = out.onItem?.(next.value);
+          if (held) await held;
         } catch (error) {
           // The caller is gone (a reset can reach our write before our read): the handler must see why.
           if (error instanceof AgentError && error.remote) this.abort(error);
@@ -343,9 +348,9 @@ class ReplyWriter implements CallHandler {
     this.heldBody = body;
   }
 
-  onItem(item: unknown): Promise<void> {
+  onItem(item: unknown): Promise<void> | undefined {
     this.sendHeld();
-    return this.call.framed.send({ type: 'item', body: item });
+    return this.call.framed.sendItem(item);
   }
 
   onEnd(): void {

@@ -68,6 +68,8 @@ export function encodeFrameSegments(message: WireMessage, maxFrameSize = DEFAULT
  * then checked by `tupleToMessage`, the hand-written equivalent of the zod schemas in message-schemas.ts.
  */
 export function decodePayload(payload: Uint8Array, limits: Readonly<DecodeLimits> = DEFAULT_DECODE_LIMITS): WireMessage {
+  const item = decodeSmallItem(payload);
+  if (item) return item;
   const message = tupleToMessage(unpackPayload(payload, limits));
   if (!message) throw new AgentError('PROTOCOL_ERROR', 'frame is not a valid agentlink message');
   return message;
@@ -81,4 +83,72 @@ export function unpackPayload(payload: Uint8Array, limits: Readonly<DecodeLimits
   } catch (error) {
     throw new AgentError('PROTOCOL_ERROR', `malformed msgpack frame: ${(error as Error).message}`, { cause: error });
   }
+}
+
+/**
+ * The frames of a token stream, decoded without msgpackr: an `item` whose body is a short `bin` (bin 8) or an
+ * ASCII string (fixstr, str 8), exactly filling the payload — `92 03 c4 <len> <bytes>` or `92 03 <a0|len> <bytes>`
+ * or `92 03 d9 <len> <bytes>`. The result is what msgpackr gives for the same bytes (a view of the payload for
+ * `bin`, the same string), and such bytes pass every shape check; anything else returns undefined and takes the
+ * general path.
+ */
+function decodeSmallItem(payload: Uint8Array): WireMessage | undefined {
+  if (payload[0] !== 0x92 || payload[1] !== 0x03 || payload.length < 3) return undefined;
+  const marker = payload[2]!;
+  let start: number;
+  let length: number;
+  if (marker === 0xc4 || marker === 0xd9) {
+    if (payload.length < 4) return undefined;
+    start = 4;
+    length = payload[3]!;
+  } else if (marker >= 0xa0 && marker <= 0xbf) {
+    start = 3;
+    length = marker - 0xa0;
+  } else {
+    return undefined;
+  }
+  if (start + length !== payload.length) return undefined;
+  if (marker === 0xc4) return { type: 'item', body: payload.subarray(start) };
+  if (!Buffer.isBuffer(payload)) return undefined;
+  for (let i = start; i < payload.length; i++) if (payload[i]! >= 0x80) return undefined;
+  return { type: 'item', body: payload.toString('latin1', start, payload.length) };
+}
+
+/** Binary and string item bodies up to this many bytes are written by `encodeSmallItem` (bin 8, fixstr, str 8). */
+const SMALL_BODY = 255;
+
+/**
+ * Writes the frame of an `item` with a short binary or ASCII string body into `target` at `offset` without msgpackr
+ * (the bytes `decodeSmallItem` reads: bin 8, fixstr or str 8, as msgpackr would write them); returns the offset
+ * after it, or -1 when the body is of another kind or size, or does not fit before `target`'s end (then nothing
+ * was written that counts).
+ */
+export function encodeSmallItem(body: unknown, target: Buffer, offset: number): number {
+  if (body instanceof Uint8Array) {
+    const length = body.length;
+    if (length > SMALL_BODY || offset + 8 + length > target.length) return -1;
+    target.writeUInt32BE(length + 4, offset);
+    target[offset + 4] = 0x92;
+    target[offset + 5] = 0x03;
+    target[offset + 6] = 0xc4;
+    target[offset + 7] = length;
+    target.set(body, offset + 8);
+    return offset + 8 + length;
+  }
+  if (typeof body !== 'string' || body.length > SMALL_BODY) return -1;
+  const header = body.length < 32 ? 7 : 8; // fixstr or str 8
+  if (offset + header + 3 * body.length > target.length) return -1;
+  // ASCII only (as many bytes as UTF-16 units): other text, lone surrogates included, is msgpackr's to write.
+  const written = target.write(body, offset + header, 'utf8');
+  if (written !== body.length) return -1;
+  target.writeUInt32BE(written + header - 4, offset);
+  target[offset + 4] = 0x92;
+  target[offset + 5] = 0x03;
+  if (header === 7) {
+    target[offset + 6] = 0xa0 | written;
+  } else {
+    target[offset + 6] = 0xd9;
+    target[offset + 7] = written;
+  }
+  return offset + header + written;
 }

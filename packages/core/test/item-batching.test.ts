@@ -9,6 +9,7 @@ import { FramedStream, ITEM_BATCH_BYTES } from '../src/wire/framed-stream.js';
 import type { WireMessage } from '../src/wire/messages.js';
 import { StreamItems } from '../src/agent/call-results.js';
 import { ItemIterator } from '../src/agent/item-iterator.js';
+import { ByteBudget } from '../src/agent/byte-budget.js';
 
 /** A ChannelStream that records every write; `hold` makes writes wait until `release`. */
 class RecordingStream implements ChannelStream {
@@ -154,6 +155,73 @@ describe('FramedStream.sendItem', () => {
     small.sendItem(1);
     small.sendItem(2);
     expect(() => small.sendItem('x'.repeat(200))).toThrow(expect.objectContaining({ code: 'FRAME_TOO_LARGE' }));
+  });
+});
+
+describe('FramedStream write order and memory with a producer that does not wait', () => {
+  const label = (m: WireMessage): string => (m.type === 'item' ? (typeof m.body === 'string' ? m.body : `${(m.body as Buffer).length} bytes`) : m.type);
+
+  it('keeps every item, message and the end in the order sent, whatever waits for credit', async () => {
+    // An interceptor's onItem may drop the promise sendItem returns: nothing may overtake what was sent before.
+    const stream = new RecordingStream();
+    const framed = new FramedStream(stream, 1024 * 1024);
+    stream.hold = true;
+    const sent: string[] = [];
+    const item = (body: string | Buffer): void => {
+      void framed.sendItem(body)?.catch(() => undefined);
+      sent.push(typeof body === 'string' ? body : `${body.length} bytes`);
+    };
+    for (let i = 0; i < 60; i++) item('t'.repeat(250) + i);
+    item(Buffer.alloc(20 * 1024, 7)); // too large for the batch's room: written on its own
+    item('after big');
+    void framed.send({ type: 'response', body: 'held reply' }).catch(() => undefined);
+    sent.push('response');
+    item('after response');
+    await nextTick();
+    const ended = framed.sendLast({ type: 'end' });
+    sent.push('end');
+    stream.release();
+    await ended;
+    expect(stream.messages().map(label)).toEqual(sent);
+  });
+
+  it('charges the send budget with batched and queued bytes, so a peer that takes nothing meets the budget', async () => {
+    const stream = new RecordingStream();
+    const evicted: AgentError[] = [];
+    const budget = new ByteBudget(64 * 1024, undefined, 'unread replies');
+    const framed = new FramedStream(stream, 1024 * 1024, undefined, budget);
+    framed.evict = (reason: AgentError) => void evicted.push(reason);
+    stream.hold = true; // the peer reads nothing
+    let sent = 0;
+    while (sent < 2_000 && evicted.length === 0) {
+      void framed.sendItem(Buffer.alloc(100, sent % 256))?.catch(() => undefined);
+      sent++;
+    }
+    // The budget saw the bytes pass its 64 KiB (108 bytes a frame) and evicted the stream then, not later.
+    expect(evicted).toHaveLength(1);
+    expect(evicted[0]!.code).toBe('RESOURCE_EXHAUSTED');
+    expect(sent).toBe(Math.floor((64 * 1024) / 108) + 1);
+  });
+
+  it('releases what it charged once the transport took it, and what was batched once a write failed', async () => {
+    const stream = new RecordingStream();
+    const budget = new ByteBudget(1024 * 1024, undefined, 'unread replies');
+    const framed = new FramedStream(stream, 1024 * 1024, undefined, budget);
+    for (let i = 0; i < 50; i++) await framed.sendItem('token');
+    expect(budget.heldBytes).toBeGreaterThan(0); // batched, not written yet
+    await nextTick();
+    await framed.sendLast({ type: 'end' });
+    expect(budget.heldBytes).toBe(0);
+
+    const failing = new RecordingStream();
+    const second = new FramedStream(failing, 1024 * 1024, undefined, budget);
+    failing.hold = true;
+    for (let i = 0; i < 2; i++) void second.sendItem('first')?.catch(() => undefined);
+    for (let i = 0; i < 50; i++) void second.sendItem('token')?.catch(() => undefined);
+    failing.reset(new AgentError('CANCELLED', 'caller left'));
+    failing.release();
+    await expect(second.sendLast({ type: 'end' })).rejects.toMatchObject({ code: 'CANCELLED' });
+    expect(budget.heldBytes).toBe(0);
   });
 });
 

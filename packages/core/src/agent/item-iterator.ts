@@ -79,13 +79,21 @@ export class ItemIterator<Out> implements AsyncGenerator<Out, void, undefined> {
 
   return(): Promise<IteratorResult<Out, void>> {
     if (this.pending) return this.queued(() => this.return());
-    this.stop();
+    try {
+      this.stop();
+    } catch (error) {
+      return Promise.reject(error); // as an async generator whose `finally` throws: a rejection, not a throw
+    }
     return Promise.resolve(DONE);
   }
 
   throw(error: unknown): Promise<IteratorResult<Out, void>> {
     if (this.pending) return this.queued(() => this.throw(error));
-    this.stop();
+    try {
+      this.stop();
+    } catch (stopError) {
+      return Promise.reject(stopError);
+    }
     return Promise.reject(error);
   }
 

@@ -17,7 +17,6 @@ const FIRST_BATCH_BYTES = 1024;
 /** The most bytes `encodeSmallItem` writes: a frame header, 4 bytes of msgpack headers, 255 UTF-16 units as UTF-8. */
 const SMALL_ITEM_ROOM = 8 + 3 * 255;
 
-const RESOLVED = Promise.resolve();
 const NONE: Uint8Array[] = [];
 
 /** Whole agentlink messages over a channel's byte stream: the one place framing meets a transport. */
@@ -31,7 +30,11 @@ export class FramedStream implements BudgetHolder {
   private readyAt = 0;
   /** Payload bytes of the message `receive` returned last (what it cost the peer's window, less the header). */
   lastFrameBytes = 0;
-  /** Bytes of sends the transport has not taken yet (they wait for the peer's credit). */
+  /**
+   * Bytes this side encoded that the transport has not taken yet: batched items, and writes waiting for the
+   * peer's credit. Charged to `sendBudget` from the moment they are encoded, so a producer that does not wait
+   * cannot make the agent hold more than the budget allows.
+   */
   private unsent = 0;
   /** Items this side sent outside a batch, counted up to 2 (see `sendItem`). */
   private loneItems = 0;
@@ -39,8 +42,13 @@ export class FramedStream implements BudgetHolder {
   private batch: Buffer | undefined;
   private batched = 0;
   private flushScheduled = false;
-  /** A batch's write the transport has not taken yet; a failed one is kept in `writeFailure`. */
-  private batchWrite: Promise<void> | undefined;
+  /**
+   * The last write handed to the transport that it has not taken yet. Every write (a batch, a lone or large item,
+   * any other message) starts only after the one before it settled, so nothing overtakes anything, whoever waits
+   * or does not wait for the promises returned.
+   */
+  private tail: Promise<void> | undefined;
+  /** The first write that failed: every later send fails with it, and batched items are dropped. */
   private writeFailure: unknown;
 
   constructor(
@@ -48,17 +56,17 @@ export class FramedStream implements BudgetHolder {
     private readonly maxFrameSize: number,
     /** Charged with the memory an unfinished frame holds here, beyond what the transport's window holds. */
     private readonly budget?: ByteBudget,
-    /** Charged with what `send` wrote until the transport took it: replies a peer leaves unread stay charged. */
+    /** Charged with what this side encoded until the transport took it: replies a peer leaves unread stay charged. */
     private readonly sendBudget?: ByteBudget,
   ) {
     this.decoder = new FrameDecoder(maxFrameSize);
   }
 
-  /** Encodes and writes one message; resolves when the transport accepted it (backpressure). */
+  /** Encodes and writes one message after everything sent before it; resolves when the transport took it. */
   send(message: WireMessage): Promise<void> {
     const segments = encodeFrameSegments(message, this.maxFrameSize);
-    if (this.batched > 0 || this.batchWrite) return this.flushAll().then(() => this.writeSegments(segments));
-    return this.writeSegments(segments);
+    this.flushBatch();
+    return this.enqueue(segments, false);
   }
 
   /**
@@ -66,35 +74,38 @@ export class FramedStream implements BudgetHolder {
    * transports let a stream's first bytes go when it writes the second: architecture.md, "A stream's first
    * token"); later ones are encoded into a batch, written at the end of the turn (process.nextTick: after the
    * microtasks a producer that never waits runs in) or once it holds ITEM_BATCH_BYTES. Returns a promise only
-   * when the producer must wait — a batch's write the transport has not taken (backpressure, as `send`'s) — and
+   * when the producer must wait — a write the transport has not taken (backpressure, as `send`'s) — and
    * undefined when it may go on at once. A failed write is reported by the next call. Throws as `send` does on
    * an item it cannot encode.
    */
   sendItem(body: unknown): Promise<void> | undefined {
     if (this.writeFailure !== undefined) return Promise.reject(this.writeFailure);
-    if (this.loneItems < 2 && this.batched === 0 && !this.batchWrite) {
+    if (this.loneItems < 2 && this.batched === 0 && !this.tail) {
       this.loneItems++;
       return this.send({ type: 'item', body });
     }
-    let end = encodeSmallItem(body, this.room(SMALL_ITEM_ROOM), this.batched);
+    const start = this.batched;
+    let end = encodeSmallItem(body, this.room(SMALL_ITEM_ROOM), start);
     if (end < 0) {
       const segments = encodeFrameSegments({ type: 'item', body }, this.maxFrameSize);
-      if (segments.length > 1 || segments[0]!.length > BATCH_CAPACITY - this.batched) {
+      if (segments.length > 1 || segments[0]!.length > BATCH_CAPACITY - start) {
         // A large item goes on its own, after what is batched.
-        return this.flushAll().then(() => this.writeSegments(segments));
+        this.flushBatch();
+        return this.enqueue(segments, false);
       }
-      this.room(segments[0]!.length).set(segments[0]!, this.batched);
-      end = this.batched + segments[0]!.length;
-    } else if (end - this.batched - FRAME_HEADER_BYTES > this.maxFrameSize) {
+      this.room(segments[0]!.length).set(segments[0]!, start);
+      end = start + segments[0]!.length;
+    } else if (end - start - FRAME_HEADER_BYTES > this.maxFrameSize) {
       encodeFrame({ type: 'item', body }, this.maxFrameSize); // throws FRAME_TOO_LARGE, as `send` would
     }
     this.batched = end;
-    if (end >= ITEM_BATCH_BYTES) return this.flushBatch() ?? this.batchWrite;
+    this.charge(end - start);
+    if (end >= ITEM_BATCH_BYTES) return this.flushBatch();
     if (!this.flushScheduled) {
       this.flushScheduled = true;
       process.nextTick(flushAtEndOfTurn, this);
     }
-    return this.batchWrite;
+    return this.tail;
   }
 
   /**
@@ -110,79 +121,95 @@ export class FramedStream implements BudgetHolder {
     return (this.batch = grown);
   }
 
-  /** The end of the turn in which items were batched: they go now (a failure is reported by the next send). */
+  /**
+   * The end of the turn in which items were batched: they go now, unless a write is still waiting for credit —
+   * then they go when it settles, with whatever joined them meanwhile (one write instead of one per turn).
+   */
   endOfTurn(): void {
     this.flushScheduled = false;
-    this.flushBatch();
+    if (!this.tail) this.flushBatch();
   }
 
-  /** Writes the batch unless a write is still waiting (it writes the batch when it settles); returns the write. */
+  /** Hands the batch to the transport after the writes before it; returns that write (undefined: none batched). */
   private flushBatch(): Promise<void> | undefined {
-    if (this.batchWrite || this.batched === 0 || this.writeFailure !== undefined) return undefined;
+    if (this.batched === 0) return undefined;
     const chunk = this.batch!.subarray(0, this.batched);
     this.batch = undefined; // the transport may hold the chunk until it is sent: the next batch gets a new buffer
     this.batched = 0;
-    const written = this.charged(this.stream.write(chunk), chunk.length);
-    this.batchWrite = written;
-    written.then(
-      () => {
-        this.batchWrite = undefined;
-        this.flushBatch();
-      },
-      (error: unknown) => {
-        this.batchWrite = undefined;
-        this.writeFailure ??= error;
-      },
-    );
-    return written;
-  }
-
-  /** Resolves once every batched item was written (the transport took them): what a later message waits for. */
-  private flushAll(): Promise<void> {
-    if (this.writeFailure !== undefined) return Promise.reject(this.writeFailure);
-    const pending = this.batchWrite ?? this.flushBatch();
-    return pending ? pending.then(() => this.flushAll()) : RESOLVED;
-  }
-
-  private writeSegments(segments: Uint8Array[]): Promise<void> {
-    // In order: a second write must not overtake a first one still waiting for credit.
-    const written = segments.length === 1 ? this.stream.write(segments[0]!) : this.stream.write(segments[0]!).then(() => this.stream.write(segments[1]!));
-    return this.charged(written, byteLength(segments));
+    return this.enqueue([chunk], false, true);
   }
 
   /**
-   * Sends the stream's last message and ends our side: one step where the transport can fold the end into the
-   * write (ChannelStream.endWith: on the mux, one frame instead of two), else a write and then an end. Batched
-   * items go first.
+   * Writes `segments` once the writes before them settled (`last`: and ends our side with them). The bytes are
+   * charged until the transport took them (`charged`: they were when they were batched).
+   */
+  private enqueue(segments: Uint8Array[], last: boolean, charged = false): Promise<void> {
+    const bytes = byteLength(segments);
+    if (this.writeFailure !== undefined) {
+      if (charged) this.release(bytes);
+      return Promise.reject(this.writeFailure);
+    }
+    if (!charged) this.charge(bytes);
+    const write = (): Promise<void> => this.write(segments, last);
+    const previous = this.tail;
+    const done: Promise<void> = (previous ? previous.then(write) : write()).then(
+      (): void => this.settled(done, bytes),
+      (error: unknown): never => {
+        this.settled(done, bytes, error);
+        throw error;
+      },
+    );
+    done.catch(ignore); // a batch written at the end of a turn has no caller to report to: the next send does
+    this.tail = done;
+    return done;
+  }
+
+  /** A write settled: its bytes are no longer held; a failure fails the stream's later sends. */
+  private settled(write: Promise<void>, bytes: number, error?: unknown): void {
+    this.release(bytes);
+    if (error !== undefined) {
+      this.writeFailure ??= error;
+      if (this.batched > 0) {
+        this.release(this.batched); // nothing batched will be written now
+        this.batched = 0;
+        this.batch = undefined;
+      }
+    }
+    if (this.tail !== write) return;
+    this.tail = undefined;
+    if (!this.flushScheduled) this.flushBatch(); // items that joined the batch while this write waited
+  }
+
+  private write(segments: Uint8Array[], last: boolean): Promise<void> {
+    const { stream } = this;
+    const finalWrite = (chunk: Uint8Array): Promise<void> => (last ? stream.endWith!(chunk) : stream.write(chunk));
+    // In order: a second write must not overtake a first one still waiting for credit.
+    return segments.length === 1 ? finalWrite(segments[0]!) : stream.write(segments[0]!).then(() => finalWrite(segments[1]!));
+  }
+
+  /**
+   * Sends the stream's last message and ends our side, after everything sent before it: one step where the
+   * transport can fold the end into the write (ChannelStream.endWith: on the mux, one frame instead of two),
+   * else a write and then an end.
    */
   sendLast(message: WireMessage): Promise<void> {
     const { stream } = this;
     if (!stream.endWith) return this.send(message).then(() => stream.end());
     const segments = encodeFrameSegments(message, this.maxFrameSize);
-    if (this.batched > 0 || this.batchWrite) return this.flushAll().then(() => this.writeLast(segments));
-    return this.writeLast(segments);
+    this.flushBatch();
+    return this.enqueue(segments, true);
   }
 
-  private writeLast(segments: Uint8Array[]): Promise<void> {
-    const stream = this.stream as ChannelStream & Required<Pick<ChannelStream, 'endWith'>>;
-    const written = segments.length === 1 ? stream.endWith(segments[0]!) : stream.write(segments[0]!).then(() => stream.endWith(segments[1]!));
-    return this.charged(written, byteLength(segments));
-  }
-
-  /** Charges the send budget with `bytes` until `written` settles (the transport took them). */
-  private charged(written: Promise<void>, bytes: number): Promise<void> {
-    const sendBudget = this.sendBudget;
-    if (!sendBudget) return written;
+  private charge(bytes: number): void {
+    if (!this.sendBudget) return;
     this.unsent += bytes;
-    sendBudget.set(this, this.unsent);
-    const settle = (): void => {
-      this.unsent -= bytes;
-      sendBudget.set(this, this.unsent);
-    };
-    return written.then(settle, (error: unknown) => {
-      settle();
-      throw error;
-    });
+    this.sendBudget.set(this, this.unsent);
+  }
+
+  private release(bytes: number): void {
+    if (!this.sendBudget) return;
+    this.unsent -= bytes;
+    this.sendBudget.set(this, this.unsent);
   }
 
   /**
@@ -281,6 +308,8 @@ export class FramedStream implements BudgetHolder {
     this.stream.reset(reason);
   }
 }
+
+function ignore(): void {}
 
 function flushAtEndOfTurn(framed: FramedStream): void {
   framed.endOfTurn();

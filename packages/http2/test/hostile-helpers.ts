@@ -68,7 +68,7 @@ export async function tcp(port: number): Promise<Socket> {
 export interface AgentProcess {
   child: ChildProcess;
   address: string;
-  stats(): Promise<{ rss: number; heapUsed: number; cpuMs: number; buffered: number; refusals: Record<string, number> }>;
+  stats(): Promise<{ rss: number; heapUsed: number; arrayBuffers: number; cpuMs: number; buffered: number; refusals: Record<string, number> }>;
   stop(): Promise<void>;
 }
 

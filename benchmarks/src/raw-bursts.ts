@@ -14,20 +14,23 @@ import type { NativeBinding, NativeStream } from '@agentlink/quic';
 import { WebSocket, WebSocketServer } from 'ws';
 
 /** One burst source: `burst(count, onFirst)` calls `onFirst` when the first token lands, resolves once all did. */
+/** A token as the handler yields it: bytes, or (`token-burst --string`) a string, which each raw transport sends as its users would. */
+export type Token = Buffer | string;
+
 export interface Burst {
   burst(count: number, onFirst: () => void): Promise<void>;
   close(): Promise<void>;
 }
 
-export async function rawWsBurst(token: Buffer): Promise<Burst> {
+export async function rawWsBurst(token: Token): Promise<Burst> {
   const tls = selfSignedCertificate(Identity.generate());
   const https = createServer({ key: tls.key, cert: tls.cert, minVersion: 'TLSv1.3' });
   const wss = new WebSocketServer({ server: https, perMessageDeflate: false });
+  // One message per token (a string token: a text message); the caller counts them.
   wss.on('connection', (ws) =>
     ws.on('message', (data: Buffer) => {
       const count = Number(data.toString());
       for (let i = 0; i < count; i++) ws.send(token);
-      ws.send('done');
     }),
   );
   await new Promise<void>((resolve) => https.listen(0, '127.0.0.1', resolve));
@@ -35,16 +38,20 @@ export async function rawWsBurst(token: Buffer): Promise<Burst> {
   await once(client, 'open');
   let onFirst: (() => void) | undefined;
   let onDone: (() => void) | undefined;
-  client.on('message', (_data: Buffer, isBinary: boolean) => {
-    if (!isBinary) return onDone?.();
-    onFirst?.();
-    onFirst = undefined;
+  let expected = 0;
+  let received = 0;
+  client.on('message', (data: Buffer, isBinary: boolean) => {
+    if (!isBinary) data.toString(); // what a caller of string tokens does with each
+    if (received++ === 0) onFirst?.();
+    if (received === expected) onDone?.();
   });
   return {
     burst(count, first) {
       return new Promise<void>((resolve) => {
         onFirst = first;
         onDone = resolve;
+        expected = count;
+        received = 0;
         client.send(String(count));
       });
     },
@@ -57,7 +64,7 @@ export async function rawWsBurst(token: Buffer): Promise<Burst> {
   };
 }
 
-export async function rawHttp2Burst(token: Buffer): Promise<Burst> {
+export async function rawHttp2Burst(token: Token): Promise<Burst> {
   const tls = selfSignedCertificate(Identity.generate());
   const server = createSecureServer({ key: tls.key, cert: tls.cert, minVersion: 'TLSv1.3' });
   server.on('stream', (stream, headers) => {
@@ -73,6 +80,7 @@ export async function rawHttp2Burst(token: Buffer): Promise<Burst> {
     burst(count, onFirst) {
       return new Promise<void>((resolve, reject) => {
         const request = session.request({ ':path': `/download?n=${count}` });
+        if (typeof token === 'string') request.setEncoding('utf8'); // chunks arrive as strings
         let received = 0;
         request.on('data', (data: Buffer) => {
           if (received === 0) onFirst();
@@ -90,7 +98,7 @@ export async function rawHttp2Burst(token: Buffer): Promise<Burst> {
   };
 }
 
-export async function rawQuicBurst(binding: NativeBinding, token: Buffer): Promise<Burst> {
+export async function rawQuicBurst(binding: NativeBinding, token: Token): Promise<Burst> {
   const identity = Identity.generate();
   const tls = selfSignedCertificate(identity);
   const server = await binding.bindEndpoint({ host: '127.0.0.1', port: 0, cert: tls.certDer, key: tls.keyDer, accept: true });
@@ -132,7 +140,7 @@ export async function rawQuicBurst(binding: NativeBinding, token: Buffer): Promi
   };
 }
 
-async function serveBurst(stream: NativeStream, token: Buffer): Promise<void> {
+async function serveBurst(stream: NativeStream, token: Token): Promise<void> {
   const parts: Buffer[] = [];
   for (;;) {
     const data = stream.tryRead(1 << 20) ?? (await stream.read(1 << 20));
@@ -141,8 +149,9 @@ async function serveBurst(stream: NativeStream, token: Buffer): Promise<void> {
   }
   const count = Buffer.concat(parts).readUInt32BE(0);
   for (let i = 0; i < count; i++) {
-    const taken = stream.tryWrite(token);
-    if (taken < token.length) await stream.write(token.subarray(taken));
+    const bytes = typeof token === 'string' ? Buffer.from(token) : token; // the engine takes bytes: encode each
+    const taken = stream.tryWrite(bytes);
+    if (taken < bytes.length) await stream.write(bytes.subarray(taken));
   }
   if (!stream.tryFinish()) await stream.finish();
   stream.release();

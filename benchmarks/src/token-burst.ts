@@ -44,6 +44,8 @@ const root = fileURLToPath(new URL('../../', import.meta.url));
 
 const tokenBytes = Buffer.alloc(TOKEN_BYTES, 7);
 const tokenText = 'x'.repeat(TOKEN_BYTES);
+/** What the raw subjects send per token: the same kind as the handler yields. */
+const rawToken = args.string ? tokenText : tokenBytes;
 
 interface Subject {
   name: string;
@@ -85,8 +87,8 @@ async function agentlinkBurst(build: string, channel: string): Promise<Burst> {
 const subjects: Subject[] = [];
 for (const channel of channels) {
   let raw: Burst;
-  if (channel === 'ws') raw = await rawWsBurst(tokenBytes);
-  else if (channel === 'http2') raw = await rawHttp2Burst(tokenBytes);
+  if (channel === 'ws') raw = await rawWsBurst(rawToken);
+  else if (channel === 'http2') raw = await rawHttp2Burst(rawToken);
   else {
     const { loadNative } = await import('@agentlink/quic');
     const native = loadNative();
@@ -94,7 +96,7 @@ for (const channel of channels) {
       console.error(`quic: the engine does not load here (${native.error}); skipped`);
       continue;
     }
-    raw = await rawQuicBurst(native.binding, tokenBytes);
+    raw = await rawQuicBurst(native.binding, rawToken);
   }
   subjects.push({ name: `raw ${channel}`, channel, source: raw });
   for (const build of builds) {

@@ -252,6 +252,18 @@ describe('ItemIterator', () => {
     expect(opened).toBe(1);
   });
 
+  it('return(value) resolves with the value, awaited, as an async generator does', async () => {
+    async function* generator(): AsyncGenerator<number, unknown> {
+      yield 1;
+      return undefined;
+    }
+    const iterator = new ItemIterator<number>(() => new StreamItems<number>(), () => undefined) as unknown as AsyncGenerator<number, unknown>;
+    for (const value of ['given', Promise.resolve('awaited')]) {
+      expect(await iterator.return(value)).toEqual(await generator().return(value));
+    }
+    expect(await iterator.return(Promise.resolve('awaited'))).toEqual({ done: true, value: 'awaited' });
+  });
+
   it('calls onLeftEarly when the consumer breaks out before the end, not after the end or an error', async () => {
     const left: string[] = [];
     const run = async (finish: (items: StreamItems<number>) => void, stopAt?: number): Promise<unknown> => {

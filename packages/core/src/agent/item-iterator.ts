@@ -77,14 +77,16 @@ export class ItemIterator<Out> implements AsyncGenerator<Out, void, undefined> {
     return waiting;
   }
 
-  return(): Promise<IteratorResult<Out, void>> {
-    if (this.pending) return this.queued(() => this.return());
+  /** Ends the items; resolves with `value` (awaited), as an async generator's `return(value)` does. */
+  return(value?: void | PromiseLike<void>): Promise<IteratorResult<Out, void>> {
+    if (this.pending) return this.queued(() => this.return(value));
     try {
       this.stop();
     } catch (error) {
       return Promise.reject(error); // as an async generator whose `finally` throws: a rejection, not a throw
     }
-    return Promise.resolve(DONE);
+    if (value === undefined) return Promise.resolve(DONE);
+    return Promise.resolve(value).then((settled) => ({ done: true, value: settled }));
   }
 
   throw(error: unknown): Promise<IteratorResult<Out, void>> {

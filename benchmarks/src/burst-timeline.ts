@@ -1,0 +1,128 @@
+/**
+ * Where a burst's time goes when caller and handler are two processes (as in agentbench, unlike token-burst): a
+ * handler yields N tokens of 16 bytes as fast as it can; the caller notes when tokens #0, #1, #2, #N/2 and the last
+ * arrive, and the handler when it started and had produced them (the clocks are comparable: both processes use
+ * performance.timeOrigin + now(), in ms from the call). Builds (snapshots of `ab-builds snapshot <name>`, or
+ * `current`) and channels take turns in rounds, each build with its own serving process.
+ *
+ *   pnpm build && pnpm --filter @agentlink/benchmarks burst-timeline [--builds current] [--channels ws,http2,quic]
+ *     [--rounds 30] [--tokens 1000] [--pin]
+ *
+ * `--pin`: the serving processes run on CPU 1 and the caller on CPU 0 (taskset), so the scheduler cannot wake the
+ * caller on the core its busy producer holds.
+ */
+import { execFileSync, fork, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const { values: args, positionals } = parseArgs({
+  allowPositionals: true,
+  options: {
+    builds: { type: 'string', default: 'current' },
+    channels: { type: 'string', default: 'ws,http2,quic' },
+    rounds: { type: 'string', default: '30' },
+    tokens: { type: 'string', default: '1000' },
+    pin: { type: 'boolean', default: false },
+  },
+});
+const TOKENS = Number(args.tokens);
+const TOKEN_BYTES = 16;
+const root = fileURLToPath(new URL('../../', import.meta.url));
+const now = (): number => performance.timeOrigin + performance.now();
+
+async function load(build: string, pkg: string): Promise<Record<string, any>> {
+  if (build === 'current') return import(`@agentlink/${pkg}`);
+  return import(join(root, 'benchmarks/.builds', build, 'node_modules/@agentlink', pkg, 'dist/index.js'));
+}
+
+async function transports(build: string, channels: string[], listen: boolean): Promise<unknown[]> {
+  const options = listen ? { port: 0 } : {};
+  const made: Record<string, () => Promise<unknown>> = {
+    ws: async () => (await load(build, 'ws')).webSocket(options),
+    http2: async () => (await load(build, 'http2')).http2(options),
+    quic: async () => (await load(build, 'quic')).quic(options),
+  };
+  return Promise.all(channels.map((channel) => made[channel]!()));
+}
+
+function pin(cpu: number): void {
+  execFileSync('taskset', ['-a', '-p', '-c', String(cpu), String(process.pid)], { stdio: 'ignore' });
+}
+
+/** The serving process: one agent with every channel; after each burst it sends its marks to the caller. */
+async function serve(build: string, channels: string[]): Promise<void> {
+  if (args.pin) pin(1);
+  process.on('SIGTERM', () => process.exit(0));
+  const { createAgent } = await load(build, 'core');
+  const agent = await createAgent({ channels: await transports(build, channels, true) });
+  agent.handleStream('burst', async function* ({ count }: { count: number }) {
+    const token = Buffer.alloc(TOKEN_BYTES, 7);
+    const marks = [now()];
+    for (let i = 0; i < count; i++) {
+      yield token;
+      if (i < 3 || i === count >> 1 || i === count - 1) marks.push(now());
+    }
+    process.send!(marks);
+  });
+  process.send!(agent.addresses);
+}
+
+interface Subject {
+  build: string;
+  channel: string;
+  address: string;
+  client: any;
+  server: ChildProcess;
+  caller: number[][];
+  handler: number[][];
+}
+
+async function measure(): Promise<void> {
+  if (args.pin) pin(0);
+  const channels = args.channels!.split(',');
+  const subjects: Subject[] = [];
+  for (const build of args.builds!.split(',')) {
+    const server = fork(fileURLToPath(import.meta.url), ['serve', build, args.channels!, ...(args.pin ? ['--pin'] : [])], { execArgv: process.execArgv });
+    const [addresses] = (await once(server, 'message')) as [string[]];
+    const { createAgent } = await load(build, 'core');
+    const client = await createAgent({ channels: await transports(build, channels, false) });
+    for (const [i, channel] of channels.entries()) subjects.push({ build, channel, address: addresses[i]!, client, server, caller: [], handler: [] });
+  }
+  const rounds = Number(args.rounds);
+  for (let round = 0; round < rounds; round++) {
+    for (const subject of round % 2 === 0 ? subjects : [...subjects].reverse()) {
+      const handlerMarks = once(subject.server, 'message');
+      const started = now();
+      const marks: number[] = [];
+      let i = 0;
+      for await (const _token of subject.client.stream(subject.address, 'burst', { count: TOKENS })) {
+        if (i < 3 || i === TOKENS >> 1 || i === TOKENS - 1) marks.push(now() - started);
+        i++;
+      }
+      const [handler] = (await handlerMarks) as [number[]];
+      if (round > 0) {
+        // The first round warms each subject up (JIT, the channel's first dial).
+        subject.caller.push(marks);
+        subject.handler.push(handler.map((t) => t - started));
+      }
+    }
+  }
+  const median = (values: number[]): number => [...values].sort((a, b) => a - b)[values.length >> 1]!;
+  const column = (rows: number[][], k: number): string => median(rows.map((row) => row[k]!)).toFixed(2);
+  const half = TOKENS >> 1;
+  console.log(`${TOKENS} tokens of ${TOKEN_BYTES} bytes, two processes${args.pin ? ' (pinned: handler CPU 1, caller CPU 0)' : ''}; ms from the call, medians of ${rounds - 1} rounds`);
+  console.log(`| build | channel | handler starts | #0 yielded | caller has #0 | #1 | #2 | #${half} yielded | caller has #${half} | last yielded | caller has the last |`);
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
+  for (const s of subjects) {
+    const h = (k: number): string => column(s.handler, k);
+    const c = (k: number): string => column(s.caller, k);
+    console.log(`| ${s.build} | ${s.channel} | ${h(0)} | ${h(1)} | ${c(0)} | ${c(1)} | ${c(2)} | ${h(4)} | ${c(3)} | ${h(5)} | ${c(4)} |`);
+  }
+  await Promise.all(subjects.map((s) => s.client.close().catch(() => undefined)));
+  for (const s of subjects) s.server.kill();
+}
+
+if (positionals[0] === 'serve') await serve(positionals[1]!, positionals[2]!.split(','));
+else await measure();

@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { Identity, createAgent, type Agent } from '@agentlink/core';
 import { MuxedChannel, selfSignedCertificate } from '@agentlink/core/transport';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { WebSocket } from 'ws';
+import { Sender, WebSocket } from 'ws';
 import { webSocket } from '../src/index.js';
 
 describe('ws channel specifics', () => {
@@ -69,6 +69,28 @@ describe('ws channel specifics', () => {
       expect(typeBytes.filter((byte) => byte === 0x40)).toHaveLength(5); // OPEN with the request, no FIN of the caller
       expect(typeBytes.filter((byte) => byte === 0x81)).toHaveLength(5); // the response carrying the FIN
       expect(typeBytes).toHaveLength(10);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it("the client's frames are masked with a zero key (no XOR per byte on either side) and the server reads them", async () => {
+    const client = await createAgent({ channels: [webSocket()] });
+    try {
+      await client.send(server.addresses[0]!, 'echo', 'warm-up');
+      const framed = vi.spyOn(Sender, 'frame');
+      const body = Buffer.alloc(1024, 0x5a);
+      expect(Buffer.from(await client.send<Uint8Array>(server.addresses[0]!, 'echo', body))).toEqual(body);
+      const clientFrames = framed.mock.calls.filter(([, options]) => options.mask);
+      const headers = framed.mock.results.filter((_, i) => framed.mock.calls[i]![1].mask).map((r) => Buffer.from((r.value as Buffer[])[0]!));
+      framed.mockRestore();
+      expect(clientFrames.length).toBeGreaterThan(0);
+      for (const header of headers) {
+        expect(header[1]! & 0x80).toBe(0x80); // MASK bit set: an RFC 6455 client frame
+        const length = header[1]! & 0x7f;
+        const keyAt = length === 126 ? 4 : length === 127 ? 10 : 2;
+        expect([...header.subarray(keyAt, keyAt + 4)]).toEqual([0, 0, 0, 0]);
+      }
     } finally {
       await client.close();
     }

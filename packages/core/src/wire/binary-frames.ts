@@ -27,7 +27,7 @@ export function encodeBinaryFrame(message: WireMessage): Buffer | undefined {
       const body = message.body;
       if (!(body instanceof Uint8Array)) return undefined;
       const head = binHeaderBytes(body.length);
-      const frame = Buffer.allocUnsafeSlow(4 + 2 + head + body.length);
+      const frame = allocFrame(4 + 2 + head + body.length);
       frame.writeUInt32BE(frame.length - 4, 0);
       frame[4] = 0x92;
       frame[5] = message.type === 'response' ? 2 : 3;
@@ -53,7 +53,7 @@ function encodeBinaryRequest(message: Extract<WireMessage, { type: 'request' }>)
   const bodyHead = binHeaderBytes(body.length);
   // u32 length, fixarray 7, type 1, method, timeout, priority, {} (map 16 of 0 entries, as msgpackr writes every
   // object), body, mode
-  const frame = Buffer.allocUnsafeSlow(4 + 2 + methodHead + methodLength + timeoutBytes + 1 + 3 + bodyHead + body.length + 1);
+  const frame = allocFrame(4 + 2 + methodHead + methodLength + timeoutBytes + 1 + 3 + bodyHead + body.length + 1);
   frame.writeUInt32BE(frame.length - 4, 0);
   frame[4] = 0x97;
   frame[5] = 0x01;
@@ -173,6 +173,29 @@ function readBin(payload: Uint8Array, at: number): { bytes: Uint8Array; end: num
   const end = start + length;
   if (end > payload.length) return undefined;
   return { bytes: payload.subarray(start, end), end };
+}
+
+/** Frames up to this size are cut from a shared slab; larger ones get a buffer of their own. */
+const SLAB_FRAME = 4 * 1024;
+const SLAB_BYTES = 32 * 1024;
+let slab = Buffer.allocUnsafeSlow(0);
+let slabUsed = 0;
+
+/**
+ * A buffer for one frame. A new ArrayBuffer per frame cost about as much as writing the frame; small frames are
+ * cut from a slab of this module's own instead, as msgpackr cut them from its buffer: never node's shared pool
+ * (whose slab other code's short-lived buffers share, so a frame a stalled peer leaves unsent would pin them all),
+ * and a frame is never written to once returned.
+ */
+function allocFrame(size: number): Buffer {
+  if (size > SLAB_FRAME) return Buffer.allocUnsafeSlow(size);
+  if (slabUsed + size > slab.length) {
+    slab = Buffer.allocUnsafeSlow(SLAB_BYTES);
+    slabUsed = 0;
+  }
+  const frame = slab.subarray(slabUsed, slabUsed + size);
+  slabUsed += (size + 7) & ~7; // 8-byte aligned, as node's pool does
+  return frame;
 }
 
 /** msgpack's bin header size for a body of `length` bytes: bin 8, bin 16 or bin 32 (as msgpackr chooses). */

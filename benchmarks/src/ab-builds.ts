@@ -7,7 +7,10 @@
  *
  *   pnpm build && pnpm --filter @agentlink/benchmarks ab-builds snapshot before
  *   (change something) pnpm build && pnpm --filter @agentlink/benchmarks ab-builds snapshot after
- *   pnpm --filter @agentlink/benchmarks ab-builds compare before after [--channel http2|ws|quic] [--rounds 14]
+ *   pnpm --filter @agentlink/benchmarks ab-builds compare before after [--channel http2|ws|quic] [--rounds 14] [--in-flight 32]
+ *
+ * `--in-flight n` keeps n calls in flight (default 1: one at a time): with caller and handler in one process the
+ * figure is then CPU per call under concurrency, where per-turn costs (syscalls, TLS records) are shared by many calls.
  *
  * A snapshot copies the built core and channel packages (dist + package.json, and the QUIC engine's addon) under benchmarks/.builds/<name>,
  * with their third-party dependencies linked, so each build loads its own copy of every agentlink module.
@@ -24,14 +27,19 @@ const buildsDir = join(root, 'benchmarks/.builds');
 
 const { positionals, values } = parseArgs({
   allowPositionals: true,
-  options: { channel: { type: 'string', default: 'http2' }, rounds: { type: 'string', default: '14' }, calls: { type: 'string', default: '6000' } },
+  options: {
+    channel: { type: 'string', default: 'http2' },
+    rounds: { type: 'string', default: '14' },
+    calls: { type: 'string', default: '6000' },
+    'in-flight': { type: 'string', default: '1' },
+  },
 });
 const [command, ...names] = positionals;
 
 if (command === 'snapshot' && names.length === 1) snapshot(names[0]!);
-else if (command === 'compare' && names.length >= 2) await compare(names, values.channel!, Number(values.rounds), Number(values.calls));
+else if (command === 'compare' && names.length >= 2) await compare(names, values.channel!, Number(values.rounds), Number(values.calls), Number(values['in-flight']));
 else {
-  console.error('usage: ab-builds snapshot <name> | ab-builds compare <name> <name> [...] [--channel http2|ws|quic] [--rounds n] [--calls n]');
+  console.error('usage: ab-builds snapshot <name> | ab-builds compare <name> <name> [...] [--channel http2|ws|quic] [--rounds n] [--calls n] [--in-flight n]');
   process.exit(2);
 }
 
@@ -56,7 +64,7 @@ function snapshot(name: string): void {
   console.log(`snapshot ${name}: ${PACKAGES.join(', ')} in ${join(buildsDir, name)}`);
 }
 
-async function compare(builds: string[], channel: string, rounds: number, callsPerRound: number): Promise<void> {
+async function compare(builds: string[], channel: string, rounds: number, callsPerRound: number, inFlight: number): Promise<void> {
   const payload = Buffer.alloc(1024, 1);
   const calls: Array<() => Promise<unknown>> = [];
   for (const name of builds) {
@@ -84,7 +92,11 @@ async function compare(builds: string[], channel: string, rounds: number, callsP
       const index = (round + turn) % builds.length;
       const started = performance.now();
       const cpu = process.cpuUsage();
-      for (let i = 0; i < callsPerRound; i++) await calls[index]!();
+      const call = calls[index]!;
+      let next = 0;
+      await Promise.all(Array.from({ length: inFlight }, async () => {
+        while (next++ < callsPerRound) await call();
+      }));
       const used = process.cpuUsage(cpu);
       if (round >= 2) {
         perCall[index]!.push(((performance.now() - started) * 1000) / callsPerRound);
@@ -92,7 +104,8 @@ async function compare(builds: string[], channel: string, rounds: number, callsP
       }
     }
   }
-  console.log(`${channel}, 1 KB echo, caller and handler in one process; ${rounds} rounds of ${callsPerRound} calls per build`);
+  const { loadavg } = await import('node:os');
+  console.log(`${channel}, 1 KB echo, caller and handler in one process, ${inFlight} in flight; ${rounds} rounds of ${callsPerRound} calls per build; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   console.log('| build | µs per call (median) | × first build (median of per-round ratios) | CPU µs per call | × first build (CPU) |\n|---|---|---|---|---|');
   for (const [index, name] of builds.entries()) {
     const ratios = perCall[index]!.map((us, round) => us / perCall[0]![round]!);

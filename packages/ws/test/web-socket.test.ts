@@ -3,7 +3,14 @@ import { once } from 'node:events';
 import { Identity, createAgent, type Agent } from '@agentlink/core';
 import { MuxedChannel, selfSignedCertificate } from '@agentlink/core/transport';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import * as wsModule from 'ws';
 import { WebSocket } from 'ws';
+
+/** ws's frame writer (exported by ws, not declared by @types/ws): every frame a socket sends goes through it. */
+interface FrameWriter {
+  frame(data: Buffer, options: { mask?: boolean }): Buffer[];
+}
+const Sender = (wsModule as unknown as { Sender: FrameWriter }).Sender;
 import { webSocket } from '../src/index.js';
 
 describe('ws channel specifics', () => {
@@ -69,6 +76,28 @@ describe('ws channel specifics', () => {
       expect(typeBytes.filter((byte) => byte === 0x40)).toHaveLength(5); // OPEN with the request, no FIN of the caller
       expect(typeBytes.filter((byte) => byte === 0x81)).toHaveLength(5); // the response carrying the FIN
       expect(typeBytes).toHaveLength(10);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it("the client's frames are masked with a zero key (no XOR per byte on either side) and the server reads them", async () => {
+    const client = await createAgent({ channels: [webSocket()] });
+    try {
+      await client.send(server.addresses[0]!, 'echo', 'warm-up');
+      const framed = vi.spyOn(Sender, 'frame');
+      const body = Buffer.alloc(1024, 0x5a);
+      expect(Buffer.from(await client.send<Uint8Array>(server.addresses[0]!, 'echo', body))).toEqual(body);
+      const masked = framed.mock.calls.flatMap(([, options], i) => (options.mask ? [framed.mock.results[i]!.value as Buffer[]] : []));
+      const headers = masked.map((frame) => Buffer.from(frame[0]!));
+      framed.mockRestore();
+      expect(headers.length).toBeGreaterThan(0);
+      for (const header of headers) {
+        expect(header[1]! & 0x80).toBe(0x80); // MASK bit set: an RFC 6455 client frame
+        const length = header[1]! & 0x7f;
+        const keyAt = length === 126 ? 4 : length === 127 ? 10 : 2;
+        expect([...header.subarray(keyAt, keyAt + 4)]).toEqual([0, 0, 0, 0]);
+      }
     } finally {
       await client.close();
     }

@@ -1,5 +1,6 @@
 import { Packr, RESERVE_START_SPACE } from 'msgpackr';
 import { AgentError } from '../errors.js';
+import { decodeBinaryFrame, encodeBinaryFrame } from './binary-frames.js';
 import { checkMsgpackShape, DEFAULT_DECODE_LIMITS, type DecodeLimits } from './msgpack-shape.js';
 import { messageToTuple, tupleToMessage, type WireMessage } from './messages.js';
 
@@ -19,11 +20,14 @@ const packr = new Packr({ useRecords: false, moreTypes: false, int64AsType: 'num
  * view of a buffer msgpackr never writes over again: later frames go after it, or into a new buffer.)
  */
 export function encodeFrame(message: WireMessage, maxFrameSize = DEFAULT_MAX_FRAME_SIZE): Buffer {
-  let frame: Buffer;
-  try {
-    frame = packr.pack(messageToTuple(message), RESERVE_START_SPACE | FRAME_HEADER_BYTES);
-  } catch (error) {
-    throw new AgentError('INVALID_ARGUMENT', `cannot encode ${message.type}: ${(error as Error).message}`, { cause: error });
+  // A call with a binary body (most of a busy agent's frames) is written without msgpackr: binary-frames.ts.
+  let frame = encodeBinaryFrame(message);
+  if (frame === undefined) {
+    try {
+      frame = packr.pack(messageToTuple(message), RESERVE_START_SPACE | FRAME_HEADER_BYTES);
+    } catch (error) {
+      throw new AgentError('INVALID_ARGUMENT', `cannot encode ${message.type}: ${(error as Error).message}`, { cause: error });
+    }
   }
   const payloadLength = frame.length - FRAME_HEADER_BYTES;
   if (payloadLength > maxFrameSize) {
@@ -68,8 +72,8 @@ export function encodeFrameSegments(message: WireMessage, maxFrameSize = DEFAULT
  * then checked by `tupleToMessage`, the hand-written equivalent of the zod schemas in message-schemas.ts.
  */
 export function decodePayload(payload: Uint8Array, limits: Readonly<DecodeLimits> = DEFAULT_DECODE_LIMITS): WireMessage {
-  const item = decodeSmallItem(payload);
-  if (item) return item;
+  const fast = decodeSmallItem(payload) ?? decodeBinaryFrame(payload);
+  if (fast) return fast;
   const message = tupleToMessage(unpackPayload(payload, limits));
   if (!message) throw new AgentError('PROTOCOL_ERROR', 'frame is not a valid agentlink message');
   return message;

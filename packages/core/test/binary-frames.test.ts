@@ -1,0 +1,118 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { Packr } from 'msgpackr';
+import { decodeBinaryFrame, encodeBinaryFrame } from '../src/wire/binary-frames.js';
+import { decodePayload, encodeFrame, FRAME_HEADER_BYTES, unpackPayload } from '../src/wire/codec.js';
+import { MODES, PRIORITIES, messageToTuple, tupleToMessage, type WireMessage } from '../src/wire/messages.js';
+
+// The codec's own msgpackr settings: what a peer without the binary fast path writes and reads.
+const packr = new Packr({ useRecords: false, moreTypes: false, int64AsType: 'number', mapsAsObjects: true, encodeUndefinedAsNil: true });
+
+/** The general path: msgpackr after the shape check, then the hand-written validator; undefined where it refuses. */
+function generalDecode(payload: Buffer): WireMessage | undefined {
+  try {
+    return tupleToMessage(unpackPayload(payload));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Equal messages; bodies compared as bytes (deep equality over 64 KiB buffers is slow), and of the same class. */
+function expectSame(actual: WireMessage | undefined, expected: WireMessage | undefined): void {
+  const bodyOf = (m: WireMessage | undefined): unknown => (m && 'body' in m ? m.body : undefined);
+  const [a, b] = [bodyOf(actual), bodyOf(expected)];
+  if (a instanceof Uint8Array && b instanceof Uint8Array) {
+    expect(a.constructor).toBe(b.constructor);
+    expect(Buffer.compare(a, b)).toBe(0);
+    expect({ ...actual, body: null }).toEqual({ ...expected, body: null });
+  } else {
+    expect(actual).toEqual(expected);
+  }
+}
+
+const bodies = fc.oneof(
+  fc.uint8Array({ maxLength: 300 }).map((bytes) => Buffer.from(bytes)),
+  fc.constantFrom(0, 255, 256, 65_535, 65_536).map((n) => Buffer.alloc(n, 7)),
+  fc.uint8Array({ maxLength: 40 }), // a plain Uint8Array, not a Buffer
+);
+const methods = fc.oneof(
+  fc.string({ minLength: 1, maxLength: 40 }),
+  fc.constantFrom(1, 31, 32, 255, 256).map((n) => 'm'.repeat(n)),
+  fc.string({ minLength: 1, maxLength: 8, unit: 'binary' }),
+);
+const timeouts = fc.oneof(fc.constant(null), fc.integer({ min: 0, max: 300 }), fc.constantFrom(127, 128, 255, 256, 65_535, 65_536, 0xffff_ffff, 2 ** 32, 2 ** 40));
+const requestFields = {
+  type: fc.constant('request' as const),
+  method: methods,
+  timeoutMs: timeouts,
+  priority: fc.constantFrom(...PRIORITIES),
+  metadata: fc.oneof(fc.constant({}), fc.dictionary(fc.string({ maxLength: 5 }), fc.string({ maxLength: 5 }), { minKeys: 1, maxKeys: 2 })),
+  body: bodies,
+  mode: fc.constantFrom(...MODES),
+};
+const requests: fc.Arbitrary<WireMessage> = fc.record(requestFields);
+const replies: fc.Arbitrary<WireMessage> = fc.record({ type: fc.constantFrom('response' as const, 'item' as const), body: bodies });
+const messages = fc.oneof(requests, replies);
+
+describe('binary call frames (written and read without msgpackr)', () => {
+  it('write the bytes msgpackr writes, and read back what the general path reads', () => {
+    fc.assert(
+      fc.property(messages, (message) => {
+        const fast = encodeBinaryFrame(message);
+        const reference = packr.pack(messageToTuple(message));
+        if (fast !== undefined) expect(Buffer.compare(fast.subarray(FRAME_HEADER_BYTES), reference)).toBe(0);
+        const payload = encodeFrame(message).subarray(FRAME_HEADER_BYTES);
+        const general = generalDecode(payload);
+        expect(general).toBeDefined();
+        expectSame(decodePayload(payload), general);
+        const direct = decodeBinaryFrame(payload);
+        if (direct !== undefined) expectSame(direct, general);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('take the common call: binary body, no metadata, short ASCII method, a deadline up to u32', () => {
+    const body = Buffer.alloc(1024, 1);
+    const request: WireMessage = { type: 'request', method: 'echo', timeoutMs: 120_000, priority: 'normal', metadata: {}, body, mode: 'unary' };
+    const frame = encodeBinaryFrame(request)!;
+    expect(frame.readUInt32BE(0)).toBe(frame.length - FRAME_HEADER_BYTES);
+    expect(decodeBinaryFrame(frame.subarray(FRAME_HEADER_BYTES))).toEqual(request);
+    expect(decodeBinaryFrame(encodeBinaryFrame({ type: 'response', body })!.subarray(FRAME_HEADER_BYTES))).toEqual({ type: 'response', body });
+    // Left to msgpackr: metadata, non-ASCII or long methods, deadlines past u32, bodies that are not bytes.
+    expect(encodeBinaryFrame({ ...request, metadata: { a: 'b' } })).toBeUndefined();
+    expect(encodeBinaryFrame({ ...request, method: 'é' })).toBeUndefined();
+    expect(encodeBinaryFrame({ ...request, method: 'm'.repeat(256) })).toBeUndefined();
+    expect(encodeBinaryFrame({ ...request, timeoutMs: 2 ** 32 })).toBeUndefined();
+    expect(encodeBinaryFrame({ ...request, body: 'text' })).toBeUndefined();
+    expect(encodeBinaryFrame({ type: 'response', body: { a: 1 } })).toBeUndefined();
+  });
+
+  it('never accept what the general path refuses, nor read it differently: cut, extended and mutated frames', () => {
+    const small = fc.oneof(
+      fc.record({ ...requestFields, body: fc.uint8Array({ maxLength: 300 }).map((bytes) => Buffer.from(bytes)) }),
+      fc.record({ type: fc.constantFrom('response' as const, 'item' as const), body: fc.uint8Array({ maxLength: 300 }).map((bytes) => Buffer.from(bytes)) }),
+    );
+    const mutated = fc
+      .tuple(small, fc.nat(), fc.integer({ min: 0, max: 255 }), fc.constantFrom('flip', 'cut', 'append'))
+      .map(([message, where, byte, how]) => {
+        const payload = Buffer.from(encodeFrame(message).subarray(FRAME_HEADER_BYTES));
+        const at = where % payload.length;
+        if (how === 'cut') return payload.subarray(0, at);
+        if (how === 'append') return Buffer.concat([payload, Buffer.from([byte])]);
+        payload[at] = byte;
+        return payload;
+      });
+    fc.assert(
+      fc.property(mutated, (payload) => {
+        // (the bodies here are short: large ones are the first property's)
+        const direct = decodeBinaryFrame(payload);
+        const general = generalDecode(payload);
+        if (direct !== undefined) expectSame(direct, general);
+        if (general === undefined) expect(() => decodePayload(payload)).toThrow(expect.objectContaining({ code: 'PROTOCOL_ERROR' }));
+        else expectSame(decodePayload(payload), general);
+      }),
+      { numRuns: 3000 },
+    );
+  });
+});

@@ -6,7 +6,10 @@
  *
  *   sudo pnpm --filter @agentlink/benchmarks netlab [--repeats 2] [--seconds 6] [--paths 40/0,40/1,40/1/cubic,10/3]
  *        [--channels quic,quic-cubic,http2,ws,ws-fixed] [--streams 1,32,128] [--no-burst] [--no-tcp] [--json out.json]
- *        [--engines old=/tmp/a.node,new=/tmp/b.node+VAR=value] [--drops]
+ *        [--engines old=/tmp/a.node,new=/tmp/b.node+VAR=value] [--drops] [--fairness [--controllers bbr,cubic]]
+ *
+ * `quic-<controller>` channels (quic-cubic, quic-newreno, quic-delivery) run QUIC with that congestion controller
+ * on the server (the sender of the downloads); `quic` is the default, BBR.
  *
  * `--engines` compares QUIC engine builds in one run: each adds a channel `quic@name` (BBR), whose server and client
  * load that file (AGENTLINK_QUIC_NATIVE, plus any `+VAR=value` in their environment); name them in `--channels`. The channel order is reversed every other
@@ -39,6 +42,8 @@ const { values } = parseArgs({
     drops: { type: 'boolean', default: false },
     /** Instead of the matrix: one QUIC stream (BBR, then Cubic) sharing the link with one iperf3 TCP flow (cubic). */
     fairness: { type: 'boolean', default: false },
+    /** QUIC controllers the fairness run measures, in turn. */
+    controllers: { type: 'string', default: 'bbr,cubic' },
     /** Instead of the matrix: agentbench's userspace impairment proxy (a model, no root) on the same paths, for the gap. */
     'proxy-model': { type: 'boolean', default: false },
   },
@@ -67,6 +72,12 @@ const paths: Path[] = values.paths.split(',').map((text) => {
 const here = (file: string): string => fileURLToPath(new URL(file, import.meta.url));
 const node = (script: string): string[] => [...process.execArgv.filter((a) => !a.startsWith('--inspect')), '--conditions=source', '--import', 'tsx', script];
 
+/** `quic-<controller>` channels run QUIC with that congestion controller (`quic` is the default, BBR). */
+function channelController(channel: string): string | undefined {
+  return channel.startsWith('quic-') ? channel.slice('quic-'.length) : undefined;
+}
+const controllers = ['bbr', ...new Set(channels.map(channelController).filter((c): c is string => c !== undefined && c !== 'bbr'))];
+
 /** Figures of one path: name → samples over repeats (Mbit/s, or ms for bursts). */
 type Samples = Record<string, number[]>;
 const results: Record<string, { rtt: number[]; samples: Samples }> = {};
@@ -88,19 +99,20 @@ for (let repeat = 0; repeat < repeats; repeat++) {
     try {
       await lab.setTcpCongestion(path.tcp);
       entry.rtt.push(...(await pingRtts(lab, 10)));
-      // agentbench's server in b: one process with BBR QUIC (the default), one with Cubic QUIC.
-      const servers = await Promise.all(['bbr', 'cubic'].map((congestion) => startServer(lab, congestion)));
-      const [bbr, cubic] = servers.map((s) => s.addresses);
+      // agentbench's server in b: one process with BBR QUIC (the default), one per other controller named by a
+      // `quic-<controller>` channel (quic-cubic, quic-delivery…).
+      const servers = await Promise.all(controllers.map((congestion) => startServer(lab, congestion)));
+      const byController = new Map(controllers.map((congestion, i) => [congestion, servers[i]!.addresses]));
       // One more server per engine build, on BBR (`--engines`).
       const engineServers = new Map(await Promise.all([...engines].map(async ([name, file]) => [name, await startServer(lab, 'bbr', file)] as const)));
       servers.push(...engineServers.values());
       for (const channel of repeat % 2 === 0 ? channels : [...channels].reverse()) {
-        const quicCubic = channel === 'quic-cubic';
+        const controller = channelController(channel);
         const engine = channel.split('@')[1];
-        const base = (quicCubic || engine !== undefined ? 'quic' : channel) as Channel;
+        const base = (controller !== undefined || engine !== undefined ? 'quic' : channel) as Channel;
         const jobs: Job[] = streamCounts.map((streams) => ({ kind: 'bulk', channel: base, streams, seconds }));
         if (!values['no-burst']) jobs.push({ kind: 'burst', channel: base, streams: 32, tokens: 1000, rounds: 3 });
-        const server = engine !== undefined ? engineServers.get(engine)!.addresses : quicCubic ? cubic! : bbr!;
+        const server = engine !== undefined ? engineServers.get(engine)!.addresses : byController.get(controller ?? 'bbr')!;
         const engineFile = engine !== undefined ? engines.get(engine) : undefined;
         // With --drops, one client per figure, between two readings of the forwarder's counters.
         for (const batch of values.drops ? jobs.map((job) => [job]) : [jobs]) {
@@ -180,7 +192,7 @@ async function fairness(): Promise<void> {
       const lab = await startLab(path, forwarder);
       try {
         await lab.setTcpCongestion('cubic'); // the TCP flow is cubic whichever side sets its socket
-        for (const congestion of ['bbr', 'cubic']) {
+        for (const congestion of values.controllers.split(',')) {
           const server = await startServer(lab, congestion);
           const tcpServer = lab.spawn(lab.b, 'iperf3', ['-s', '-1', '--forceflush', '-B', lab.addressB]);
           const tcpServerExited = once(tcpServer, 'exit'); // it exits as the test ends, maybe before we look

@@ -41,8 +41,10 @@ export interface QuicOptions {
   /**
    * Congestion controller of every connection of this endpoint (default 'bbr'). BBR paces to the path's measured
    * bandwidth and RTT and does not read random loss as congestion, so a lossy path (Wi-Fi, a long link losing 1%)
-   * keeps its throughput; 'cubic' and 'newreno' halve their window at each loss, as most TCP stacks do. Every
-   * controller's sends are paced over the RTT.
+   * keeps its throughput; 'cubic' and 'newreno' halve their window at each loss, as most TCP stacks do.
+   * 'delivery' is the engine's own BBR-style model on delivery-rate samples, with a window of 1.25 × bandwidth ×
+   * min RTT (quinn's BBR keeps 2×, which overflows a one-BDP queue); see docs/quic.md. Every controller's sends
+   * are paced over the RTT.
    */
   congestion?: QuicCongestion;
   /**
@@ -69,8 +71,8 @@ export interface QuicOptions {
   required?: boolean;
 }
 
-export type QuicCongestion = 'bbr' | 'cubic' | 'newreno';
-const CONTROLLERS: readonly QuicCongestion[] = ['bbr', 'cubic', 'newreno'];
+export type QuicCongestion = 'bbr' | 'cubic' | 'newreno' | 'delivery';
+const CONTROLLERS: readonly QuicCongestion[] = ['bbr', 'cubic', 'newreno', 'delivery'];
 
 let warnedUnavailable = false;
 

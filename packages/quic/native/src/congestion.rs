@@ -11,8 +11,10 @@ use std::sync::Arc;
 
 use quinn::congestion::{BbrConfig, ControllerFactory, CubicConfig, NewRenoConfig};
 
+use crate::delivery_cc::DeliveryConfig;
+
 /// The names JavaScript passes (`quic({ congestion })`); the first is the default.
-pub const CONTROLLERS: [&str; 3] = ["bbr", "cubic", "newreno"];
+pub const CONTROLLERS: [&str; 4] = ["bbr", "cubic", "newreno", "delivery"];
 
 /// The factory quinn builds each connection's controller from; `None` = the default (BBR). The error is plain
 /// text (the caller makes it an INVALID_ARGUMENT): napi's Error cannot be dropped outside Node, in a unit test.
@@ -21,6 +23,7 @@ pub fn controller_factory(name: Option<&str>) -> Result<Arc<dyn ControllerFactor
         "bbr" => Ok(Arc::new(BbrConfig::default())),
         "cubic" => Ok(Arc::new(CubicConfig::default())),
         "newreno" => Ok(Arc::new(NewRenoConfig::default())),
+        "delivery" => Ok(Arc::new(DeliveryConfig)),
         other => Err(format!("unknown congestion controller {other:?} (one of {})", CONTROLLERS.join(", "))),
     }
 }
@@ -47,12 +50,13 @@ mod tests {
         assert!(built(Some("bbr")).downcast::<Bbr>().is_ok());
         assert!(built(Some("cubic")).downcast::<Cubic>().is_ok());
         assert!(built(Some("newreno")).downcast::<NewReno>().is_ok());
+        assert!(built(Some("delivery")).downcast::<crate::delivery_cc::Delivery>().is_ok());
     }
 
     #[test]
     fn an_unknown_name_is_refused_naming_the_choices() {
         let error = controller_factory(Some("reno")).err().expect("refused");
         assert!(error.contains("\"reno\""), "{error}");
-        assert!(error.contains("bbr, cubic, newreno"), "{error}");
+        assert!(error.contains("bbr, cubic, newreno, delivery"), "{error}");
     }
 }

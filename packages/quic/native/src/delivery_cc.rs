@@ -8,11 +8,14 @@
 //! BDP, and a way back up that does not rest on the estimate being right — a flow limited by that window
 //! delivers 1.25 × the estimate whenever the path has room, so every round's samples lift the estimate by up
 //! to a quarter, and the max filter forgets a slow round (a loss recovery, a stalled process) after 10 round
-//! trips instead of holding it (pacing at the estimate stalled flows: a slow round capped the next).
+//! trips of samples instead of holding it (pacing at the estimate stalled flows: a slow round capped the next).
+//! Rounds in which the application had too little to send age nothing (their lower samples are not entered, as
+//! in Linux's BBR), so a bursty connection keeps the rate it measured.
 //!
 //! Loss: random loss of a few percent does not move the window (losses are not congestion here, as in BBR).
 //! A round losing more than `LOSS_THRESHOLD` of what it sent (a queue overflowing: 10–30% of a round's
-//! datagrams in the lab) caps what may be in flight at 0.7 × the window; the cap then grows by 1, 2, 4, …
+//! datagrams in the lab) caps what may be in flight at 0.7 × the window (not below the estimated BDP, which
+//! fills the path without a queue); the cap then grows by 1, 2, 4, …
 //! datagrams per round without such loss (BBRv2's probing of its in-flight bound) and goes once it no longer
 //! binds. Persistent congestion (everything lost for 3 PTOs) starts over from Startup.
 //!
@@ -164,9 +167,14 @@ impl Delivery {
     fn on_round_end(&mut self, now: Instant) {
         let delivered = self.rate.delivered() - self.round_start_delivered;
         let lost = self.round_lost;
-        let heavy = lost >= 3 * self.mtu && lost as f64 > LOSS_THRESHOLD * (delivered + lost) as f64;
+        // At least 10 datagrams: in a short round (a burst, a small window) a few random losses are > 5%.
+        let heavy = lost >= 10 * self.mtu && lost as f64 > LOSS_THRESHOLD * (delivered + lost) as f64;
         if heavy {
-            self.inflight_cap = Some(((LOSS_BETA * self.window as f64) as u64).max(self.min_window()));
+            // Never below the estimated BDP: that much in flight fills the path without a queue, so a round of
+            // random loss that crosses the threshold costs nothing, and caps do not compound; an estimate that
+            // is too high (the path narrowed) ages out of the filter within 10 rounds, and the cap with it.
+            let bdp = self.target(1.0).unwrap_or(0);
+            self.inflight_cap = Some(((LOSS_BETA * self.window as f64) as u64).max(bdp).max(self.min_window()));
             self.cap_growth = self.mtu;
         } else if let Some(cap) = self.inflight_cap {
             if !self.app_limited {
@@ -212,6 +220,8 @@ impl Delivery {
     fn set_window(&mut self, acked: u64) {
         let window = match self.target(self.gain()) {
             Some(target) if self.window < target => (self.window + acked).min(target),
+            // Startup never shrinks the window: its first samples (a handshake, a ping) say nothing of the path.
+            Some(_) if self.mode == Mode::Startup => self.window,
             Some(target) => target,
             None => self.window + acked,
         };
@@ -242,7 +252,6 @@ impl Controller for Delivery {
             }
         }
         if sample.round_start {
-            self.max_bw.expire(round);
             self.on_round_end(now);
         }
         let acked = std::mem::take(&mut self.acked_in_batch);

@@ -113,7 +113,8 @@ impl DeliveryRate {
     }
 }
 
-/// The largest of the samples of the last `window` round trips; older ones age out.
+/// The largest of the samples of the last `window` round trips that had samples; older ones age out as newer
+/// ones come in (rounds without samples, when the application had little to send, age nothing).
 #[derive(Clone, Debug)]
 pub struct MaxFilter {
     window: u64,
@@ -131,11 +132,6 @@ impl MaxFilter {
             Some((r, best)) if *r == round => *best = best.max(sample),
             _ => self.rounds.push_back((round, sample)),
         }
-        self.expire(round);
-    }
-
-    /// Drops the rounds outside the window ending at `round` (also called when a round passes without samples).
-    pub fn expire(&mut self, round: u64) {
         while self.rounds.front().is_some_and(|(r, _)| r + self.window <= round) {
             self.rounds.pop_front();
         }

@@ -79,9 +79,13 @@ fn the_max_filter_forgets_after_its_window_of_rounds() {
     }
     filter.update(11, 50.0);
     assert_eq!(filter.get(), Some(50.0));
-    // Rounds without samples also age it out.
-    filter.expire(21);
-    assert_eq!(filter.get(), None);
+    // Rounds without samples age nothing: the next sample, 20 rounds on, is compared with what was there.
+    filter.update(31, 20.0);
+    assert_eq!(filter.get(), Some(20.0), "the samples of rounds 2–11 are outside rounds 22–31");
+    let mut filter = MaxFilter::new(10);
+    filter.update(1, 100.0);
+    filter.update(5, 20.0);
+    assert_eq!(filter.get(), Some(100.0));
 }
 
 #[test]

@@ -70,11 +70,11 @@ describe('QUIC channel specifics', () => {
     if (native.ok) expect(native.from).toMatch(/agentlink-quic\.[a-z0-9]+-[a-z0-9]+(-(gnu|musl|msvc))?\.node$/);
   });
 
-  it('congestion is validated when the transport is made: only bbr, cubic, newreno or delivery', () => {
+  it('congestion is validated when the transport is made: only delivery, bbr, cubic or newreno', () => {
     for (const wrong of ['reno', 'BBR', '', 3, null]) {
       const made = (): unknown => quic({ congestion: wrong as never });
       expect(made).toThrow(AgentError);
-      expect(made).toThrow(/congestion must be one of bbr, cubic, newreno, delivery/);
+      expect(made).toThrow(/congestion must be one of delivery, bbr, cubic, newreno/);
     }
   });
 

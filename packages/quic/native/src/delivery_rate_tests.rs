@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::delivery_rate::{DeliveryRate, MaxFilter};
+use crate::delivery_rate::{DeliveryRate, MaxFilter, MAX_RECORDS};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -95,4 +95,21 @@ fn an_ack_of_an_unknown_send_counts_as_delivered_without_a_sample() {
     rate.on_ack(start + 5 * MS, start, 1_200);
     assert_eq!(rate.delivered(), 1_200);
     assert_eq!(rate.on_end_acks(start + 5 * MS, None).rate, None);
+}
+
+#[test]
+fn what_it_keeps_per_connection_is_bounded() {
+    // A peer acknowledging nothing: every transmit leaves a record, up to the bound (docs/security.md: < 1 MiB).
+    let start = Instant::now();
+    let mut rate = DeliveryRate::new(start);
+    for i in 0..(MAX_RECORDS as u32 + 100) {
+        rate.on_sent(start + Duration::from_micros(u64::from(i)), false);
+    }
+    let (held, size) = rate.records();
+    assert_eq!(held, MAX_RECORDS);
+    assert!(held * size < 1 << 20, "{held} × {size} bytes");
+    // An acknowledgement of a later transmit releases the earlier records.
+    let last = start + Duration::from_micros(MAX_RECORDS as u64 + 99);
+    rate.on_ack(last + 50 * MS, last, 1_200);
+    assert_eq!(rate.records().0, 1);
 }

@@ -184,7 +184,10 @@ impl Delivery {
                 self.inflight_cap = (!no_longer_binds).then_some(grown);
             }
         }
-        if self.mode == Mode::Startup {
+        // A round in which the application had too little to send says nothing of whether the pipe is full (as
+        // in Linux's BBR): a connection carrying small calls stays in Startup, its window where it was, until a
+        // transfer large enough to measure the path comes.
+        if self.mode == Mode::Startup && !self.app_limited {
             if let Some(bw) = self.max_bw.get() {
                 if bw >= 1.25 * self.full_bw {
                     self.full_bw = bw;
@@ -193,9 +196,9 @@ impl Delivery {
                     self.full_bw_rounds += 1;
                 }
             }
-            if heavy || self.full_bw_rounds >= FULL_BW_ROUNDS {
-                self.mode = Mode::Cruise;
-            }
+        }
+        if self.mode == Mode::Startup && (heavy || self.full_bw_rounds >= FULL_BW_ROUNDS) {
+            self.mode = Mode::Cruise;
         }
         if let Mode::ProbeRtt { until, round } = self.mode {
             if now >= until && self.rate.round() >= round {

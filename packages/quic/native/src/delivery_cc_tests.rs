@@ -269,3 +269,20 @@ fn startup_keeps_its_window_through_a_handshakes_small_samples() {
     assert_eq!(controller.window(), INITIAL_WINDOW);
     assert_eq!(controller.mode(), Mode::Startup);
 }
+
+#[test]
+fn small_calls_do_not_end_startup() {
+    // An agent connection carrying one small call per round trip for 2 s (25 rounds): the application, not the
+    // path, sets its rate, so Startup goes on and the window stays the initial one for the transfer that follows.
+    let start = Instant::now();
+    let mut controller = Delivery::new(start, MTU as u16);
+    let mut now = start;
+    for n in 0..25u64 {
+        controller.on_sent(now, MTU, n);
+        now += Duration::from_millis(80);
+        controller.on_acked(now, now - Duration::from_millis(80), MTU, true);
+        controller.on_end_acks(now, 0, true, Some(n));
+    }
+    assert_eq!(controller.mode(), Mode::Startup);
+    assert!(controller.window() >= INITIAL_WINDOW);
+}

@@ -23,9 +23,11 @@ export type JobResult =
   | { kind: 'burst'; channel: Channel; streams: number; tokens: number; p50Ms: number; p95Ms: number; n: number };
 
 const TOKEN_BYTES = 16;
+/** The downloading agent's QUIC stream window, when a run compares it (`--engines name=file+NETLAB_QUIC_STREAM_WINDOW=bytes`). */
+const quicStreamWindow = process.env['NETLAB_QUIC_STREAM_WINDOW'] === undefined ? undefined : Number(process.env['NETLAB_QUIC_STREAM_WINDOW']);
 
 function target(addresses: ServerAddresses, channel: Channel): { address: string; transport: () => Transport } {
-  if (channel === 'quic') return { address: addresses.agentlinkQuic!, transport: () => quic() };
+  if (channel === 'quic') return { address: addresses.agentlinkQuic!, transport: () => quic(quicStreamWindow === undefined ? {} : { streamWindow: quicStreamWindow }) };
   if (channel === 'http2') return { address: addresses.agentlinkHttp2, transport: () => http2() };
   if (channel === 'ws-fixed') return { address: addresses.agentlinkWs, transport: () => webSocket({ mux: { maxWindow: 256 * 1024 } }) };
   return { address: addresses.agentlinkWs, transport: () => webSocket() };

@@ -1,15 +1,19 @@
 /**
  * The network lab's benchmark (root): for each path, agentlink's channels at 1 / 32 / 128 concurrent streams of
- * bulk download, QUIC with BBR (the default) and with Cubic, raw kernel TCP with cubic and BBR per socket (iperf3
+ * bulk download, QUIC with its default controller (`delivery`) and others by name, raw kernel TCP with cubic and BBR per socket (iperf3
  * -C) as the reference, and a 1,000-token burst on 32 streams (p95). The whole matrix is repeated; each repeat
  * runs every figure once, so slow drifts of a shared machine spread over all of them alike.
  *
  *   sudo pnpm --filter @agentlink/benchmarks netlab [--repeats 2] [--seconds 6] [--paths 40/0,40/1,40/1/cubic,10/3]
  *        [--channels quic,quic-cubic,http2,ws,ws-fixed] [--streams 1,32,128] [--no-burst] [--no-tcp] [--json out.json]
- *        [--engines old=/tmp/a.node,new=/tmp/b.node+VAR=value] [--drops]
+ *        [--engines old=/tmp/a.node,new=/tmp/b.node+VAR=value] [--drops] [--fairness [--controllers delivery,bbr,cubic]]
  *
- * `--engines` compares QUIC engine builds in one run: each adds a channel `quic@name` (BBR), whose server and client
- * load that file (AGENTLINK_QUIC_NATIVE, plus any `+VAR=value` in their environment); name them in `--channels`. The channel order is reversed every other
+ * `quic-<controller>` channels (quic-cubic, quic-newreno, quic-delivery) run QUIC with that congestion controller
+ * on the server (the sender of the downloads); `quic` runs the engine's default (`delivery`; BBR before 2026-11-23).
+ *
+ * `--engines` compares QUIC engine builds in one run: each adds channels `quic@name` (that build's default controller) and `quic-<controller>@name`,
+ * whose server and client load that file (AGENTLINK_QUIC_NATIVE, plus any `+VAR=value` in their environment: client.ts
+ * reads NETLAB_QUIC_STREAM_WINDOW, the downloading agent's stream window); name them in `--channels`. The channel order is reversed every other
  * repeat, so the builds take turns going first on a machine whose load drifts. `quinn-variant.mjs` builds engines on a
  * patched quinn-proto for this (patches in quinn-proto/).
  * `--drops` runs each figure in its own client process and counts the forwarder's drop-tail queue drops and
@@ -37,8 +41,10 @@ const { values } = parseArgs({
     'no-burst': { type: 'boolean', default: false },
     'no-tcp': { type: 'boolean', default: false },
     drops: { type: 'boolean', default: false },
-    /** Instead of the matrix: one QUIC stream (BBR, then Cubic) sharing the link with one iperf3 TCP flow (cubic). */
+    /** Instead of the matrix: one QUIC stream (each of `--controllers` in turn) sharing the link with one iperf3 TCP flow (cubic). */
     fairness: { type: 'boolean', default: false },
+    /** QUIC controllers the fairness run measures, in turn. */
+    controllers: { type: 'string', default: 'delivery,bbr,cubic' },
     /** Instead of the matrix: agentbench's userspace impairment proxy (a model, no root) on the same paths, for the gap. */
     'proxy-model': { type: 'boolean', default: false },
   },
@@ -67,6 +73,13 @@ const paths: Path[] = values.paths.split(',').map((text) => {
 const here = (file: string): string => fileURLToPath(new URL(file, import.meta.url));
 const node = (script: string): string[] => [...process.execArgv.filter((a) => !a.startsWith('--inspect')), '--conditions=source', '--import', 'tsx', script];
 
+/** `quic-<controller>` channels run QUIC with that congestion controller (`quic`: the engine's default). */
+function channelController(channel: string): string | undefined {
+  return channel.startsWith('quic-') ? channel.slice('quic-'.length) : undefined;
+}
+/** The servers a path needs: the engine's default controller (`undefined`; also serves http2 and ws), then each one a channel names. */
+const controllers = [undefined, ...new Set(channels.filter((c) => !c.includes('@')).map(channelController).filter((c): c is string => c !== undefined))];
+
 /** Figures of one path: name → samples over repeats (Mbit/s, or ms for bursts). */
 type Samples = Record<string, number[]>;
 const results: Record<string, { rtt: number[]; samples: Samples }> = {};
@@ -88,19 +101,21 @@ for (let repeat = 0; repeat < repeats; repeat++) {
     try {
       await lab.setTcpCongestion(path.tcp);
       entry.rtt.push(...(await pingRtts(lab, 10)));
-      // agentbench's server in b: one process with BBR QUIC (the default), one with Cubic QUIC.
-      const servers = await Promise.all(['bbr', 'cubic'].map((congestion) => startServer(lab, congestion)));
-      const [bbr, cubic] = servers.map((s) => s.addresses);
-      // One more server per engine build, on BBR (`--engines`).
-      const engineServers = new Map(await Promise.all([...engines].map(async ([name, file]) => [name, await startServer(lab, 'bbr', file)] as const)));
+      // agentbench's server in b: one process with the default QUIC controller, one per controller named by a
+      // `quic-<controller>` channel (quic-cubic, quic-delivery…).
+      const servers = await Promise.all(controllers.map((congestion) => startServer(lab, congestion)));
+      const byController = new Map(controllers.map((congestion, i) => [congestion ?? '', servers[i]!.addresses]));
+      // One more server per `quic[-<controller>]@<engine>` channel: that engine build (`--engines`), its default or the controller named.
+      const engineChannels = channels.filter((c) => c.includes('@'));
+      const engineServers = new Map(await Promise.all(engineChannels.map(async (c) => [c, await startServer(lab, channelController(c.split('@')[0]!), engines.get(c.split('@')[1]!))] as const)));
       servers.push(...engineServers.values());
       for (const channel of repeat % 2 === 0 ? channels : [...channels].reverse()) {
-        const quicCubic = channel === 'quic-cubic';
+        const controller = channelController(channel.split('@')[0]!);
         const engine = channel.split('@')[1];
-        const base = (quicCubic || engine !== undefined ? 'quic' : channel) as Channel;
+        const base = (controller !== undefined || engine !== undefined ? 'quic' : channel) as Channel;
         const jobs: Job[] = streamCounts.map((streams) => ({ kind: 'bulk', channel: base, streams, seconds }));
         if (!values['no-burst']) jobs.push({ kind: 'burst', channel: base, streams: 32, tokens: 1000, rounds: 3 });
-        const server = engine !== undefined ? engineServers.get(engine)!.addresses : quicCubic ? cubic! : bbr!;
+        const server = engine !== undefined ? engineServers.get(channel)!.addresses : byController.get(controller ?? '')!;
         const engineFile = engine !== undefined ? engines.get(engine) : undefined;
         // With --drops, one client per figure, between two readings of the forwarder's counters.
         for (const batch of values.drops ? jobs.map((job) => [job]) : [jobs]) {
@@ -137,8 +152,8 @@ function withEngine(engine: string | undefined, command: string[]): [string, str
   return ['env', [`AGENTLINK_QUIC_NATIVE=${file}`, ...environment, ...command]];
 }
 
-async function startServer(lab: Lab, congestion: string, engine?: string): Promise<{ addresses: ServerAddresses; close(): Promise<void> }> {
-  const child = lab.spawn(lab.b, ...withEngine(engine, [process.execPath, ...node(here('../../packages/agentbench/src/peer-process.ts')), lab.addressB, congestion]));
+async function startServer(lab: Lab, congestion: string | undefined, engine?: string): Promise<{ addresses: ServerAddresses; close(): Promise<void> }> {
+  const child = lab.spawn(lab.b, ...withEngine(engine, [process.execPath, ...node(here('../../packages/agentbench/src/peer-process.ts')), lab.addressB, ...(congestion === undefined ? [] : [congestion])]));
   const [line] = (await once(child.stdout!, 'data')) as [Buffer];
   return {
     addresses: JSON.parse(line.toString()) as ServerAddresses,
@@ -171,7 +186,7 @@ async function iperf(lab: Lab, congestion: string, parallel: number): Promise<nu
 
 /**
  * Fairness: one QUIC stream and one kernel TCP flow (cubic, the common host default) share each path at once, for
- * `seconds`; what each gets, QUIC with BBR and with Cubic, every repeat.
+ * `seconds`; what each gets, QUIC with each of `--controllers`, every repeat.
  */
 async function fairness(): Promise<void> {
   const rows: string[] = ['| path | QUIC controller | QUIC Mbit/s (its whole run) | TCP cubic Mbit/s (inside the QUIC run) |', '|---|---|---|---|'];
@@ -180,7 +195,7 @@ async function fairness(): Promise<void> {
       const lab = await startLab(path, forwarder);
       try {
         await lab.setTcpCongestion('cubic'); // the TCP flow is cubic whichever side sets its socket
-        for (const congestion of ['bbr', 'cubic']) {
+        for (const congestion of values.controllers.split(',')) {
           const server = await startServer(lab, congestion);
           const tcpServer = lab.spawn(lab.b, 'iperf3', ['-s', '-1', '--forceflush', '-B', lab.addressB]);
           const tcpServerExited = once(tcpServer, 'exit'); // it exits as the test ends, maybe before we look

@@ -1,6 +1,6 @@
 /**
  * The peer of a local run, as its own process: prints the addresses, serves until stdin closes. Arguments: the
- * host to bind, and optionally the QUIC congestion controller (the network lab compares them; default bbr).
+ * host to bind, and optionally the QUIC congestion controller (the network lab compares them; default: the engine's).
  */
 import type { QuicCongestion } from '@agentlink/quic';
 import { startServers } from './server.js';

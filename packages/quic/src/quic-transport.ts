@@ -39,10 +39,12 @@ export interface QuicOptions {
   /** Streams a peer may have open at once (default 1024). */
   maxStreams?: number;
   /**
-   * Congestion controller of every connection of this endpoint (default 'bbr'). BBR paces to the path's measured
-   * bandwidth and RTT and does not read random loss as congestion, so a lossy path (Wi-Fi, a long link losing 1%)
-   * keeps its throughput; 'cubic' and 'newreno' halve their window at each loss, as most TCP stacks do. Every
-   * controller's sends are paced over the RTT.
+   * Congestion controller of every connection of this endpoint (default 'delivery'). 'delivery' (the engine's own)
+   * and 'bbr' (quinn's) model the path's bandwidth and RTT and do not read random loss as congestion, so a lossy
+   * path (Wi-Fi, a long link losing 1%) keeps its throughput; 'delivery' measures the bandwidth from delivery-rate
+   * samples and keeps 1.25 × bandwidth × min RTT in flight where quinn's BBR keeps 2× an inflated estimate, which
+   * overflows a one-BDP queue (docs/quic.md). 'cubic' and 'newreno' halve their window at each loss, as most TCP
+   * stacks do. Every controller's sends are paced over the RTT.
    */
   congestion?: QuicCongestion;
   /**
@@ -69,8 +71,8 @@ export interface QuicOptions {
   required?: boolean;
 }
 
-export type QuicCongestion = 'bbr' | 'cubic' | 'newreno';
-const CONTROLLERS: readonly QuicCongestion[] = ['bbr', 'cubic', 'newreno'];
+export type QuicCongestion = 'delivery' | 'bbr' | 'cubic' | 'newreno';
+const CONTROLLERS: readonly QuicCongestion[] = ['delivery', 'bbr', 'cubic', 'newreno'];
 
 let warnedUnavailable = false;
 

@@ -70,16 +70,16 @@ describe('QUIC channel specifics', () => {
     if (native.ok) expect(native.from).toMatch(/agentlink-quic\.[a-z0-9]+-[a-z0-9]+(-(gnu|musl|msvc))?\.node$/);
   });
 
-  it('congestion is validated when the transport is made: only bbr, cubic or newreno', () => {
+  it('congestion is validated when the transport is made: only delivery, bbr, cubic or newreno', () => {
     for (const wrong of ['reno', 'BBR', '', 3, null]) {
       const made = (): unknown => quic({ congestion: wrong as never });
       expect(made).toThrow(AgentError);
-      expect(made).toThrow(/congestion must be one of bbr, cubic, newreno/);
+      expect(made).toThrow(/congestion must be one of delivery, bbr, cubic, newreno/);
     }
   });
 
   it('every congestion controller carries calls and streams (each side its own)', async () => {
-    for (const congestion of ['bbr', 'cubic', 'newreno'] as const) {
+    for (const congestion of ['bbr', 'cubic', 'newreno', 'delivery'] as const) {
       const server = await agent({ port: 0, congestion });
       const client = await agent({ congestion: congestion === 'bbr' ? 'cubic' : 'bbr' });
       expect(await client.send(server.addresses[0]!, 'echo', congestion)).toBe(congestion);

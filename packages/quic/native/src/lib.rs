@@ -8,6 +8,12 @@
 mod admission;
 mod congestion;
 mod connection;
+mod delivery_cc;
+#[cfg(test)]
+mod delivery_cc_tests;
+mod delivery_rate;
+#[cfg(test)]
+mod delivery_rate_tests;
 mod early_data;
 mod endpoint;
 mod errors;

@@ -2,7 +2,9 @@
 //! pacing rate (`Controller::metrics().pacing_rate`, which BBR reports). The engine's BBR figures rest on that:
 //! pacing at quinn's BBR rate was measured in the network lab and lost throughput, down to a collapse under 1 Mbit/s
 //! (docs/benchmarks.md, "QUIC pacing at BBR's rate"). Upstream quinn's PR #2802 makes the pacer follow the rate;
-//! this test fails on a quinn-proto that does, so that upgrade is measured with `netlab --engines` first.
+//! this test fails on a quinn-proto that does, so that upgrade is measured with `netlab --engines` first. The
+//! default controller, `delivery` (delivery_cc.rs), was also built and measured for window pacing: its window is its
+//! sending rate, and the pacing rate it reports (1.25 × its estimate) is for qlog only until then.
 //!
 //! Two quinn-proto connections run in memory on a virtual clock (quinn-proto is sans-IO: every call takes `now`),
 //! with a controller whose window never binds and which reports a fixed pacing rate: what the client sends is set

@@ -72,7 +72,7 @@ export function encodeFrameSegments(message: WireMessage, maxFrameSize = DEFAULT
  * then checked by `tupleToMessage`, the hand-written equivalent of the zod schemas in message-schemas.ts.
  */
 export function decodePayload(payload: Uint8Array, limits: Readonly<DecodeLimits> = DEFAULT_DECODE_LIMITS): WireMessage {
-  const fast = decodeSmallItem(payload) ?? decodeBinaryFrame(payload);
+  const fast = decodeBinaryFrame(payload) ?? decodeStringItem(payload);
   if (fast) return fast;
   const message = tupleToMessage(unpackPayload(payload, limits));
   if (!message) throw new AgentError('PROTOCOL_ERROR', 'frame is not a valid agentlink message');
@@ -90,18 +90,17 @@ export function unpackPayload(payload: Uint8Array, limits: Readonly<DecodeLimits
 }
 
 /**
- * The frames of a token stream, decoded without msgpackr: an `item` whose body is a short `bin` (bin 8) or an
- * ASCII string (fixstr, str 8), exactly filling the payload — `92 03 c4 <len> <bytes>` or `92 03 <a0|len> <bytes>`
- * or `92 03 d9 <len> <bytes>`. The result is what msgpackr gives for the same bytes (a view of the payload for
- * `bin`, the same string), and such bytes pass every shape check; anything else returns undefined and takes the
- * general path.
+ * The frames of a token stream with a text body, decoded without msgpackr: an `item` whose body is an ASCII string
+ * (fixstr, str 8) exactly filling the payload — `92 03 <a0|len> <bytes>` or `92 03 d9 <len> <bytes>`. The result is
+ * the string msgpackr gives for the same bytes, and such bytes pass every shape check; anything else returns
+ * undefined (binary bodies are `decodeBinaryFrame`'s).
  */
-function decodeSmallItem(payload: Uint8Array): WireMessage | undefined {
-  if (payload[0] !== 0x92 || payload[1] !== 0x03 || payload.length < 3) return undefined;
+function decodeStringItem(payload: Uint8Array): WireMessage | undefined {
+  if (payload[0] !== 0x92 || payload[1] !== 0x03 || payload.length < 3 || !Buffer.isBuffer(payload)) return undefined;
   const marker = payload[2]!;
   let start: number;
   let length: number;
-  if (marker === 0xc4 || marker === 0xd9) {
+  if (marker === 0xd9) {
     if (payload.length < 4) return undefined;
     start = 4;
     length = payload[3]!;
@@ -112,8 +111,6 @@ function decodeSmallItem(payload: Uint8Array): WireMessage | undefined {
     return undefined;
   }
   if (start + length !== payload.length) return undefined;
-  if (marker === 0xc4) return { type: 'item', body: payload.subarray(start) };
-  if (!Buffer.isBuffer(payload)) return undefined;
   for (let i = start; i < payload.length; i++) if (payload[i]! >= 0x80) return undefined;
   return { type: 'item', body: payload.toString('latin1', start, payload.length) };
 }
@@ -123,7 +120,7 @@ const SMALL_BODY = 255;
 
 /**
  * Writes the frame of an `item` with a short binary or ASCII string body into `target` at `offset` without msgpackr
- * (the bytes `decodeSmallItem` reads: bin 8, fixstr or str 8, as msgpackr would write them); returns the offset
+ * (the bytes `decodeBinaryFrame` and `decodeStringItem` read: bin 8, fixstr or str 8, as msgpackr would write them); returns the offset
  * after it, or -1 when the body is of another kind or size, or does not fit before `target`'s end (then nothing
  * was written that counts).
  */

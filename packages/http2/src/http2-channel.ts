@@ -6,6 +6,7 @@ import { Http2ChannelStream } from './http2-stream.js';
 import { OutboundBudget } from './outbound-budget.js';
 import { fromHttp2Code, toHttp2Code } from './reset-codes.js';
 import { resetSoon } from './stream-reset.js';
+import { requestStream } from './request-without-deprecation-cost.js';
 
 export const AGENTLINK_PATH = '/agentlink';
 
@@ -120,7 +121,7 @@ export class Http2Channel implements Channel {
         this.onStream(tracked, this);
       });
     } else {
-      const carrier = (session as ClientHttp2Session).request({ ':method': 'POST', ':path': REVERSE_PATH });
+      const carrier = requestStream(session as ClientHttp2Session, { ':method': 'POST', ':path': REVERSE_PATH });
       this.reverse = this.reverseMux(carrier, 'listener');
     }
   }
@@ -146,7 +147,7 @@ export class Http2Channel implements Channel {
     while (this.streams + 1 >= this.peerStreamLimit() && !this.isClosed) await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
     if (this.isClosed) throw this.closeReason ?? this.draining ?? new AgentError('UNAVAILABLE', 'HTTP/2 session is closing');
     // No HTTP/2 priority signal: RFC 9113 deprecates it and node warns on every use; agentlink orders calls itself.
-    return this.track((this.session as ClientHttp2Session).request(REQUEST_HEADERS));
+    return this.track(requestStream(this.session as ClientHttp2Session, REQUEST_HEADERS));
   }
 
   /** Stops taking new streams (GOAWAY), lets the ones in flight finish (both directions), then closes. */

@@ -117,7 +117,7 @@ export function interleavedRatesTable(results: InterleavedResult[]): string {
   return lines.join('\n');
 }
 
-/** One 1,000-token burst per round: time to first token and per-token cost, against raw and JSON-RPC. */
+/** Five 1,000-token bursts per round (their medians): time to first token and per-token cost, against raw and JSON-RPC. */
 export function interleavedTokensTable(results: InterleavedResult[]): string {
   const lines = [
     '| subject (1,000-token burst, interleaved rounds) | TTFT ms | × raw | × JSON-RPC | per-token µs | over raw, µs |',

@@ -6,15 +6,24 @@
  *   burst: `streams` concurrent streams of `tokens` 16-byte tokens each, as fast as the server yields: p50/p95
  *          of each stream's time from request to last token, over `rounds` rounds.
  */
-import { createAgent, type Agent, type Transport } from '@agentlink/core';
+import { createAgent, type Agent, type AgentOptions } from '@agentlink/core';
 import { http2 } from '@agentlink/http2';
+import { reach } from '@agentlink/nat';
 import { quic } from '@agentlink/quic';
 import { webSocket } from '@agentlink/ws';
 import { percentiles } from '../../packages/agentbench/src/stats.js';
 import type { ServerAddresses } from '../../packages/agentbench/src/subjects/subject.js';
 
-/** `ws-fixed`: ws with the mux's window auto-tuning off (256 KiB per stream, as before it), for comparison. */
-export type Channel = 'quic' | 'http2' | 'ws' | 'ws-fixed';
+/**
+ * `ws-fixed`: ws with the mux's window auto-tuning off (256 KiB per stream, as before it), for comparison.
+ * `relay`: through a rendezvous's relay (relay-peer.ts in namespace b; the caller may only use the relay).
+ */
+export type Channel = 'quic' | 'http2' | 'ws' | 'ws-fixed' | 'relay';
+/** Where relay-peer.ts serves: its rendezvous and the relayed agent. */
+export interface RelayAddress {
+  rendezvous: string;
+  id: string;
+}
 export type Job =
   | { kind: 'bulk'; channel: Channel; streams: number; seconds: number }
   | { kind: 'burst'; channel: Channel; streams: number; tokens: number; rounds: number };
@@ -26,15 +35,27 @@ const TOKEN_BYTES = 16;
 /** The downloading agent's QUIC stream window, when a run compares it (`--engines name=file+NETLAB_QUIC_STREAM_WINDOW=bytes`). */
 const quicStreamWindow = process.env['NETLAB_QUIC_STREAM_WINDOW'] === undefined ? undefined : Number(process.env['NETLAB_QUIC_STREAM_WINDOW']);
 
-function target(addresses: ServerAddresses, channel: Channel): { address: string; transport: () => Transport } {
-  if (channel === 'quic') return { address: addresses.agentlinkQuic!, transport: () => quic(quicStreamWindow === undefined ? {} : { streamWindow: quicStreamWindow }) };
-  if (channel === 'http2') return { address: addresses.agentlinkHttp2, transport: () => http2() };
-  if (channel === 'ws-fixed') return { address: addresses.agentlinkWs, transport: () => webSocket({ mux: { maxWindow: 256 * 1024 } }) };
-  return { address: addresses.agentlinkWs, transport: () => webSocket() };
+/** The address to call and the calling agent's channels (and plugins) for a channel. */
+type AgentSetup = Pick<AgentOptions, 'channels' | 'plugins'>;
+function target(addresses: ServerAddresses, relay: RelayAddress | undefined, channel: Channel): { address: string; setup: () => AgentSetup } {
+  if (channel === 'quic') return { address: addresses.agentlinkQuic!, setup: () => ({ channels: [quic(quicStreamWindow === undefined ? {} : { streamWindow: quicStreamWindow })] }) };
+  if (channel === 'http2') return { address: addresses.agentlinkHttp2, setup: () => ({ channels: [http2()] }) };
+  if (channel === 'ws-fixed') return { address: addresses.agentlinkWs, setup: () => ({ channels: [webSocket({ mux: { maxWindow: 256 * 1024 } })] }) };
+  if (channel === 'relay') {
+    if (relay === undefined) throw new Error('channel relay: no relay-peer address');
+    return {
+      address: relay.id,
+      setup: () => {
+        const q = quic({ port: 0, host: '0.0.0.0' }); // reach's STUN and punching need a listening socket, unused here
+        return { channels: [q, webSocket()], plugins: [reach({ rendezvous: relay.rendezvous, quic: q, paths: ['relay'] })] };
+      },
+    };
+  }
+  return { address: addresses.agentlinkWs, setup: () => ({ channels: [webSocket()] }) };
 }
 
-async function withAgent<T>(transport: Transport, use: (agent: Agent) => Promise<T>): Promise<T> {
-  const agent = await createAgent({ channels: [transport], maxFrameSize: 64 * 1024 * 1024, defaultTimeoutMs: 300_000, connectTimeoutMs: 30_000 });
+async function withAgent<T>(setup: AgentSetup, use: (agent: Agent) => Promise<T>): Promise<T> {
+  const agent = await createAgent({ ...setup, maxFrameSize: 64 * 1024 * 1024, defaultTimeoutMs: 300_000, connectTimeoutMs: 30_000 });
   try {
     return await use(agent);
   } finally {
@@ -42,7 +63,7 @@ async function withAgent<T>(transport: Transport, use: (agent: Agent) => Promise
   }
 }
 
-async function bulk(address: string, transport: Transport, streams: number, seconds: number): Promise<number> {
+async function bulk(address: string, transport: AgentSetup, streams: number, seconds: number): Promise<number> {
   return withAgent(transport, async (agent) => {
     await agent.ping(address, { timeoutMs: 30_000 }); // the channel is up before the clock starts
     process.stdout.write(`${JSON.stringify({ event: 'measuring' })}\n`); // run.ts --fairness starts its TCP flow now
@@ -65,7 +86,7 @@ async function bulk(address: string, transport: Transport, streams: number, seco
   });
 }
 
-async function burst(address: string, transport: Transport, streams: number, tokens: number, rounds: number): Promise<number[]> {
+async function burst(address: string, transport: AgentSetup, streams: number, tokens: number, rounds: number): Promise<number[]> {
   return withAgent(transport, async (agent) => {
     await agent.ping(address, { timeoutMs: 30_000 });
     const samples: number[] = [];
@@ -84,15 +105,15 @@ async function burst(address: string, transport: Transport, streams: number, tok
   });
 }
 
-const { addresses, jobs } = JSON.parse(process.argv[2]!) as { addresses: ServerAddresses; jobs: Job[] };
+const { addresses, relay, jobs } = JSON.parse(process.argv[2]!) as { addresses: ServerAddresses; relay?: RelayAddress; jobs: Job[] };
 for (const job of jobs) {
-  const { address, transport } = target(addresses, job.channel);
+  const { address, setup } = target(addresses, relay, job.channel);
   let result: JobResult;
   if (job.kind === 'bulk') {
-    const bytes = await bulk(address, transport(), job.streams, job.seconds);
+    const bytes = await bulk(address, setup(), job.streams, job.seconds);
     result = { ...job, bytes, mbitPerSecond: (bytes * 8) / 1e6 / job.seconds };
   } else {
-    const samples = await burst(address, transport(), job.streams, job.tokens, job.rounds);
+    const samples = await burst(address, setup(), job.streams, job.tokens, job.rounds);
     const p = percentiles(samples);
     result = { ...job, p50Ms: p.p50, p95Ms: p.p95, n: p.n };
   }

@@ -8,7 +8,7 @@ import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ServerAddresses } from '../../packages/agentbench/src/subjects/subject.js';
-import type { JobResult } from './client.js';
+import type { JobResult, RelayAddress } from './client.js';
 import { pingRtts, startLab, type Lab } from './lab.js';
 
 const labs: Lab[] = [];
@@ -59,6 +59,30 @@ describe('network lab (40 ms one-way, 1% loss, 100 Mbit/s)', () => {
       expect(ab.lost + ba.lost).toBeLessThan((ab.forwarded + ba.forwarded) * 0.05); // ~1%, not a broken link
     } finally {
       server.kill();
+    }
+  }, 150_000);
+
+  it('carries the relay channel: a caller in a reaches an agent in b only through the relay beside it', async () => {
+    const lab = await startLab({ delayMs: 40, jitterMs: 0, lossPercent: 0, rateMbit: 100 });
+    labs.push(lab);
+    const peer = lab.spawn(lab.b, process.execPath, [...tsx, here('./relay-peer.ts'), lab.addressB]);
+    try {
+      const [line] = (await once(peer.stdout!, 'data')) as [Buffer];
+      const relay = JSON.parse(line.toString()) as RelayAddress;
+      expect(relay.rendezvous).toContain(`wss://${lab.addressB}:`);
+      const jobs = [{ kind: 'bulk', channel: 'relay', streams: 1, seconds: 2 }];
+      // The relay-only caller needs no agentbench addresses; the client reads them only for the other channels.
+      const { stdout } = await lab.exec(lab.a, process.execPath, [...tsx, here('./client.ts'), JSON.stringify({ addresses: {}, relay, jobs })], 90_000);
+      const results = stdout.trim().split('\n').map((l) => JSON.parse(l) as (JobResult & { bytes: number }) | { event: string }).filter((l): l is JobResult & { bytes: number } => !('event' in l));
+      expect(results.map((r) => r.channel)).toEqual(['relay']);
+      expect(results[0]!.bytes).toBeGreaterThan(100_000);
+      peer.stdin!.end();
+      await once(peer, 'exit');
+      const { ba } = await lab.close();
+      labs.splice(0);
+      expect(ba.bytes).toBeGreaterThan(results[0]!.bytes); // the relayed bytes crossed the forwarder, b→a
+    } finally {
+      peer.kill();
     }
   }, 150_000);
 

@@ -5,7 +5,7 @@
  * runs every figure once, so slow drifts of a shared machine spread over all of them alike.
  *
  *   sudo pnpm --filter @agentlink/benchmarks netlab [--repeats 2] [--seconds 6] [--paths 40/0,40/1,40/1/cubic,10/3]
- *        [--channels quic,quic-cubic,http2,ws,ws-fixed] [--streams 1,32,128] [--no-burst] [--no-tcp] [--json out.json]
+ *        [--channels quic,quic-cubic,http2,ws,ws-fixed,relay] [--streams 1,32,128] [--no-burst] [--no-tcp] [--json out.json]
  *        [--engines old=/tmp/a.node,new=/tmp/b.node+VAR=value] [--drops] [--fairness [--controllers delivery,bbr,cubic]]
  *
  * `quic-<controller>` channels (quic-cubic, quic-newreno, quic-delivery) run QUIC with that congestion controller
@@ -16,6 +16,8 @@
  * reads NETLAB_QUIC_STREAM_WINDOW, the downloading agent's stream window); name them in `--channels`. The channel order is reversed every other
  * repeat, so the builds take turns going first on a machine whose load drifts. `quinn-variant.mjs` builds engines on a
  * patched quinn-proto for this (patches in quinn-proto/).
+ * `relay` calls an agent in b that only the relay of a rendezvous beside it reaches (relay-peer.ts): the relayed
+ * path crosses the impaired link once, client to relay.
  * `--drops` runs each figure in its own client process and counts the forwarder's drop-tail queue drops and
  * forwarded packets on the download direction (b→a) during it (samples `<channel> <streams> drops` and `… forwarded`).
  * A path is delay-ms/loss-percent[/tcp-congestion of both hosts, default bbr], on a 100 Mbit/s link.
@@ -25,7 +27,7 @@ import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { ServerAddresses } from '../../packages/agentbench/src/subjects/subject.js';
-import type { Channel, Job, JobResult } from './client.js';
+import type { Channel, Job, JobResult, RelayAddress } from './client.js';
 import { buildForwarder, pingRtts, startLab, type Lab, type PathSpec } from './lab.js';
 
 const { values } = parseArgs({
@@ -109,6 +111,8 @@ for (let repeat = 0; repeat < repeats; repeat++) {
       const engineChannels = channels.filter((c) => c.includes('@'));
       const engineServers = new Map(await Promise.all(engineChannels.map(async (c) => [c, await startServer(lab, channelController(c.split('@')[0]!), engines.get(c.split('@')[1]!))] as const)));
       servers.push(...engineServers.values());
+      // Channel `relay`: a rendezvous and an agent reachable only through its relay, both in b (relay-peer.ts).
+      const relay = channels.includes('relay') ? await startRelayPeer(lab) : undefined;
       for (const channel of repeat % 2 === 0 ? channels : [...channels].reverse()) {
         const controller = channelController(channel.split('@')[0]!);
         const engine = channel.split('@')[1];
@@ -120,7 +124,7 @@ for (let repeat = 0; repeat < repeats; repeat++) {
         // With --drops, one client per figure, between two readings of the forwarder's counters.
         for (const batch of values.drops ? jobs.map((job) => [job]) : [jobs]) {
           const before = values.drops ? await lab.counters() : undefined;
-          const returned = await client(lab, server, batch, engineFile);
+          const returned = await client(lab, server, batch, engineFile, relay?.address);
           if (before !== undefined) {
             const after = await lab.counters();
             const figure = batch[0]!.kind === 'bulk' ? String(batch[0]!.streams) : 'burst';
@@ -134,7 +138,7 @@ for (let repeat = 0; repeat < repeats; repeat++) {
           }
         }
       }
-      await Promise.all(servers.map((s) => s.close()));
+      await Promise.all([...servers, ...(relay === undefined ? [] : [relay])].map((s) => s.close()));
       for (const tcp of values['no-tcp'] ? [] : ['cubic', 'bbr']) {
         for (const parallel of [1, 32]) add(`tcp ${tcp} ${parallel}`, await iperf(lab, tcp, parallel));
       }
@@ -164,8 +168,21 @@ async function startServer(lab: Lab, congestion: string | undefined, engine?: st
   };
 }
 
-async function client(lab: Lab, addresses: ServerAddresses, jobs: Job[], engine?: string): Promise<JobResult[]> {
-  const { stdout } = await lab.exec(lab.a, ...withEngine(engine, [process.execPath, ...node(here('./client.ts')), JSON.stringify({ addresses, jobs })]));
+/** relay-peer.ts in b: a rendezvous whose relay is the only way to its agent. */
+async function startRelayPeer(lab: Lab): Promise<{ address: RelayAddress; close(): Promise<void> }> {
+  const child = lab.spawn(lab.b, process.execPath, [...node(here('./relay-peer.ts')), lab.addressB]);
+  const [line] = (await once(child.stdout!, 'data')) as [Buffer];
+  return {
+    address: JSON.parse(line.toString()) as RelayAddress,
+    close: async () => {
+      child.stdin!.end();
+      await once(child, 'exit');
+    },
+  };
+}
+
+async function client(lab: Lab, addresses: ServerAddresses, jobs: Job[], engine?: string, relay?: RelayAddress): Promise<JobResult[]> {
+  const { stdout } = await lab.exec(lab.a, ...withEngine(engine, [process.execPath, ...node(here('./client.ts')), JSON.stringify({ addresses, relay, jobs })]));
   const out = stdout.trim().split('\n').map((line) => JSON.parse(line) as JobResult | { event: string }).filter((r): r is JobResult => 'kind' in r);
   for (const r of out) console.error(JSON.stringify(engine === undefined ? r : { ...r, engine }));
   return out;

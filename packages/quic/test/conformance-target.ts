@@ -9,6 +9,6 @@ export const target: ConformanceTarget = {
   listenOptions: { port: 0, idleTimeoutMs: 2000 },
   dialOptions: { idleTimeoutMs: 2000 },
   socket: 'udp',
-  // 2 MiB stream window + what quinn and the engine hold in flight.
-  maxStreamBufferBytes: 4 * 1024 * 1024,
+  // 4 MiB stream window + what quinn and the engine hold in flight.
+  maxStreamBufferBytes: 6 * 1024 * 1024,
 };

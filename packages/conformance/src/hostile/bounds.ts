@@ -26,8 +26,8 @@ export const HOSTILE_BOUNDS = {
   serverGrowthAfterBytes: 128 * MiB,
   /**
    * RSS growth of a caller reading 16 streams of 1 MiB items slowly: per stream its transport window (up to
-   * 2 MiB on QUIC) plus a read-ahead bounded in bytes (one item here), not eight items — and the same 64 MiB of
-   * late-freed Buffers.
+   * 4 MiB on QUIC, the 16 streams within its 64 MiB connection window) plus a read-ahead bounded in bytes (one
+   * item here), not eight items — and the same 64 MiB of late-freed Buffers.
    */
   callerGrowthBytes: 128 * MiB,
   /** The server's requestTimeoutMs in the suite, so never-finished requests are reset quickly. */

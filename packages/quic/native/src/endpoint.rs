@@ -33,7 +33,7 @@ pub struct EndpointOptions {
     /// A peer silent this long is gone (default 10 s). Keep-alives every third of it keep a quiet one open.
     /// (quinn's own idle timer is set to the other two thirds: see `transport_config`.)
     pub idle_timeout_ms: Option<u32>,
-    /// Per-stream and per-connection receive windows in bytes (defaults 2 MiB; 64 MiB dialed, 16 MiB accepted).
+    /// Per-stream and per-connection receive windows in bytes (defaults 4 MiB; 64 MiB dialed, 16 MiB accepted).
     pub stream_window: Option<u32>,
     pub connection_window: Option<u32>,
     /// Streams a peer may have open at once (default 1024), granted as it uses them (see stream_credit.rs).
@@ -83,12 +83,21 @@ pub struct QuicEndpoint {
 
 const SOCKET_BUFFER: usize = 4 * 1024 * 1024;
 
+/// Bytes one stream may have in flight towards us beyond what its reader took, by default. quinn's credit is an
+/// offset (bytes read in order + this window), so under random loss the bytes that arrived behind each hole count
+/// against it until the retransmission fills the hole, about a round trip later: one stream needs about two
+/// bandwidth-delay products. At 100 Mbit/s and 80 ms (a BDP of 1 MB) at 1% loss, 2 MiB held one stream to
+/// 68–71 Mbit/s, 3 MiB 85–86, 4 MiB 89–90, 6 and 8 MiB no more (lab, docs/benchmarks.md). quinn 0.11 fixes the
+/// window per connection (no per-stream setter), and reading ahead into the engine cannot pass a hole either, so
+/// this is a fixed size; the connection windows below stay the bound of what one connection holds.
+const DEFAULT_STREAM_WINDOW: u32 = 4 * 1024 * 1024;
+
 /// Bytes a connection may hold that its streams' readers have not taken, by default. Connection credit comes back
-/// only as streams are read, so a caller whose consumers stall holds up to one stream window (2 MiB) per stalled
-/// call: 16 MiB starved the other calls of a connection once 8 of its streams stalled (measured: a slow reader's
-/// 9th stream never got its first item). Connections we dial therefore get 64 MiB (32 stalled calls). Connections
-/// peers open to us keep 16 MiB: there a stranger chooses what to send, and every stream is read at once anyway
-/// (into the inbound budget), so a server does not starve its own calls back.
+/// only as streams are read, so a caller whose consumers stall holds up to one stream window (4 MiB) per stalled
+/// call: 16 MiB starved the other calls of a connection once 8 of its 2 MiB streams stalled (measured: a slow
+/// reader's 9th stream never got its first item). Connections we dial therefore get 64 MiB (16 stalled calls of
+/// 4 MiB). Connections peers open to us keep 16 MiB: there a stranger chooses what to send, and every stream is
+/// read at once anyway (into the inbound budget), so a server does not starve its own calls back.
 const DIALED_CONNECTION_WINDOW: u32 = 64 * 1024 * 1024;
 const ACCEPTED_CONNECTION_WINDOW: u32 = 16 * 1024 * 1024;
 
@@ -104,7 +113,7 @@ fn transport_config(options: &EndpointOptions, default_connection_window: u32) -
     config
         .max_idle_timeout(Some(IdleTimeout::try_from(quinn_idle).map_err(|e| coded("INVALID_ARGUMENT", e))?))
         .keep_alive_interval(Some(keep_alive))
-        .stream_receive_window(VarInt::from_u32(options.stream_window.unwrap_or(2 * 1024 * 1024)))
+        .stream_receive_window(VarInt::from_u32(options.stream_window.unwrap_or(DEFAULT_STREAM_WINDOW)))
         .receive_window(VarInt::from_u32(options.connection_window.unwrap_or(default_connection_window)))
         .send_window(options.connection_window.unwrap_or(default_connection_window) as u64)
         // The first grant only: quinn allocates per stream granted, whether used or not (see stream_credit.rs).

@@ -45,6 +45,11 @@ function duplexOf(stream: ChannelStream): Duplex {
 
 /** A TLS socket as a ChannelStream (writes resolve when the socket takes them below its high-water mark). */
 class TlsChannelStream implements ChannelStream {
+  /**
+   * Writes the socket took over its high-water mark, waiting for 'drain' (or failing at 'close'): one listener of
+   * each for all of them, where a pair per write made node warn of a listener leak past ten waiting writes.
+   */
+  private readonly drainWaiters: Array<{ resolve(): void; reject(error: AgentError): void }> = [];
   private readonly incoming = new ChunkQueue(() => {
     if (this.socket.isPaused() && this.incoming.queuedBytes < 256 * 1024) this.socket.resume();
   });
@@ -56,24 +61,20 @@ class TlsChannelStream implements ChannelStream {
     });
     socket.on('end', () => this.incoming.end());
     socket.on('error', (error) => this.incoming.fail(toAgentError(error, 'UNAVAILABLE')));
-    socket.on('close', () => this.incoming.fail(new AgentError('UNAVAILABLE', 'relayed tunnel closed')));
+    socket.on('close', () => {
+      const closed = new AgentError('UNAVAILABLE', 'relayed tunnel closed');
+      this.incoming.fail(closed);
+      for (const waiter of this.drainWaiters.splice(0)) waiter.reject(closed);
+    });
+    socket.on('drain', () => {
+      for (const waiter of this.drainWaiters.splice(0)) waiter.resolve();
+    });
   }
 
   write(chunk: Uint8Array): Promise<void> {
     if (this.socket.destroyed) return Promise.reject(new AgentError('UNAVAILABLE', 'relayed tunnel closed'));
     if (this.socket.write(chunk)) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const onDrain = (): void => {
-        this.socket.off('close', onClose);
-        resolve();
-      };
-      const onClose = (): void => {
-        this.socket.off('drain', onDrain);
-        reject(new AgentError('UNAVAILABLE', 'relayed tunnel closed'));
-      };
-      this.socket.once('drain', onDrain);
-      this.socket.once('close', onClose);
-    });
+    return new Promise((resolve, reject) => this.drainWaiters.push({ resolve, reject }));
   }
 
   end(): Promise<void> {

@@ -200,14 +200,17 @@ export class MuxStream implements ChannelStream {
 
   // ---- called by the multiplexer -------------------------------------------------------------------------
 
-  onData(chunk: Uint8Array): void {
+  /** `last`: the frame also ends the peer's side (its FIN flag; `onFin` follows at once). */
+  onData(chunk: Uint8Array, last = false): void {
     if (this.failure || this.remoteEnded) return;
     if (this.incoming.queuedBytes + this.unackedBytes + chunk.length > this.window) {
       this.reset(new AgentError('PROTOCOL_ERROR', 'peer exceeded the stream flow-control window'));
       return;
     }
     this.receivedBytes += chunk.length;
-    if (this.epochStart === undefined) this.epochStart = this.host.now();
+    // The clock times window epochs, and no window is granted after the peer's last frame (`consumed`): a unary
+    // call's request and response (each one frame with FIN) read no clock (performance.now ~1 µs in a profile).
+    if (this.epochStart === undefined && !last) this.epochStart = this.host.now();
     if (this.probe && this.receivedBytes > this.probe.limit) {
       this.host.rttSample(this.host.now() - this.probe.at);
       this.probe = undefined;

@@ -210,7 +210,7 @@ export class MuxedChannel implements Channel, MuxStreamHost {
         return this.acceptStream(id, body, flags);
       case MuxFrameType.data: {
         const stream = this.streams.get(id);
-        stream?.onData(body);
+        stream?.onData(body, flags !== 0);
         if (flags !== 0) stream?.onFin();
         return;
       }
@@ -366,8 +366,9 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     if ((flags & MuxFrameFlag.endsWithPeer) !== 0) stream.endsWithPeer = true;
     this.streams.set(id, stream);
     this.inboundCount++;
-    if (firstBytes.length > 0) stream.onData(firstBytes);
-    if ((flags & MuxFrameFlag.fin) !== 0) stream.onFin();
+    const fin = (flags & MuxFrameFlag.fin) !== 0;
+    if (firstBytes.length > 0) stream.onData(firstBytes, fin);
+    if (fin) stream.onFin();
     this.onStream(stream, this);
   }
 

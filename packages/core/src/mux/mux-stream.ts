@@ -1,3 +1,4 @@
+import { WRITTEN } from '../wire/written.js';
 import { AgentError } from '../errors.js';
 import type { ChannelStream } from '../channel.js';
 import { ChunkQueue } from '../util/chunk-queue.js';
@@ -37,7 +38,8 @@ interface Waiter<T> {
   reject(error: AgentError): void;
 }
 
-const RESOLVED = Promise.resolve();
+/** Every write the pipe took at once returns this one promise (see wire/written.ts). */
+const RESOLVED = WRITTEN;
 
 /**
  * One multiplexed stream with yamux-style credit: the receiver grants bytes as its reader consumes them.

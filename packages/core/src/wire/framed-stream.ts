@@ -1,3 +1,4 @@
+import { WRITTEN } from './written.js';
 import { AgentError } from '../errors.js';
 import type { ChannelStream } from '../channel.js';
 import type { BudgetHolder, ByteBudget } from '../agent/byte-budget.js';
@@ -152,10 +153,26 @@ export class FramedStream implements BudgetHolder {
       if (charged) this.release(bytes);
       return Promise.reject(this.writeFailure);
     }
+    const previous = this.tail;
+    if (previous === undefined && segments.length === 1) {
+      // Nothing before it: write now. A write the transport took at once (a unary call's request or reply, most
+      // items) is settled here, with no promise chain, closures or budget entry for bytes this side never held.
+      const written = last ? this.stream.endWith!(segments[0]!) : this.stream.write(segments[0]!);
+      if (written === WRITTEN) {
+        if (charged) this.release(bytes);
+        return WRITTEN;
+      }
+      if (!charged) this.charge(bytes);
+      return this.follow(written, bytes);
+    }
     if (!charged) this.charge(bytes);
     const write = (): Promise<void> => this.write(segments, last);
-    const previous = this.tail;
-    const done: Promise<void> = (previous ? previous.then(write) : write()).then(
+    return this.follow(previous ? previous.then(write) : write(), bytes);
+  }
+
+  /** Tracks a write the transport has not taken yet: the stream's tail until it settles. */
+  private follow(write: Promise<void>, bytes: number): Promise<void> {
+    const done: Promise<void> = write.then(
       (): void => this.settled(done, bytes),
       (error: unknown): never => {
         this.settled(done, bytes, error);

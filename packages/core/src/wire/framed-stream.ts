@@ -4,6 +4,8 @@ import type { ChannelStream } from '../channel.js';
 import type { BudgetHolder, ByteBudget } from '../agent/byte-budget.js';
 import { decodePayload, encodeFrame, encodeFrameSegments, encodeSmallItem, FRAME_HEADER_BYTES } from './codec.js';
 import { FrameDecoder } from './frame-decoder.js';
+import { decodeBinaryFrame } from './binary-frames.js';
+import { readU32 } from '../util/bytes.js';
 import type { WireMessage } from './messages.js';
 
 /**
@@ -262,6 +264,8 @@ export class FramedStream implements BudgetHolder {
       }
       const chunk = stream.readNow?.();
       if (!chunk) return undefined;
+      const whole = this.wholeFrame(chunk);
+      if (whole) return whole;
       this.take(chunk);
     }
   }
@@ -290,8 +294,23 @@ export class FramedStream implements BudgetHolder {
         }
         return undefined;
       }
+      const whole = this.wholeFrame(chunk);
+      if (whole) return whole;
       this.take(chunk);
     }
+  }
+
+  /**
+   * A chunk that is exactly one whole frame, with nothing decoded or pending before it (a call's request or
+   * reply, one mux message), decoded where it lies: no list of frames and no view of its payload. Undefined for
+   * any other chunk, which the decoder takes.
+   */
+  private wholeFrame(chunk: Uint8Array): WireMessage | undefined {
+    if (!this.decoder.idle || chunk.length < FRAME_HEADER_BYTES) return undefined;
+    const length = chunk.length - FRAME_HEADER_BYTES;
+    if (readU32(chunk, 0) !== length || length > this.maxFrameSize) return undefined;
+    this.lastFrameBytes = length;
+    return decodeBinaryFrame(chunk, FRAME_HEADER_BYTES, chunk.length) ?? decodePayload(chunk.subarray(FRAME_HEADER_BYTES));
   }
 
   /** The next decoded frame's payload, if any; the list is let go once read to its end (its chunk with it). */

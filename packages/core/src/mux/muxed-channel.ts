@@ -256,6 +256,8 @@ export class MuxedChannel implements Channel, MuxStreamHost {
    * the room below the high-water mark holds (one chunk each), so urgent streams' frames enter the pipe first.
    */
   drained(): void {
+    // Called for every message the pipe sent: most find no writer waiting, and need not ask the pipe anything.
+    if (this.pipeWaiters.size === 0) return;
     let room = this.highWaterMark - this.pipe.bufferedAmount;
     while (room > 0) {
       const stream = this.pipeWaiters.shift();

@@ -104,11 +104,15 @@ describe('binary call frames (written and read without msgpackr)', () => {
         return payload;
       });
     fc.assert(
-      fc.property(mutated, (payload) => {
+      fc.property(mutated, fc.uint8Array({ maxLength: 8 }), fc.uint8Array({ minLength: 1, maxLength: 8 }), (payload, before, after) => {
         // (the bodies here are short: large ones are the first property's)
         const direct = decodeBinaryFrame(payload);
         const general = generalDecode(payload);
         if (direct !== undefined) expectSame(direct, general);
+        // Read in place, between other bytes (a receiver's chunk): the same verdict and value as the payload alone.
+        const inPlace = decodeBinaryFrame(Buffer.concat([before, payload, after]), before.length, before.length + payload.length);
+        if (direct === undefined) expect(inPlace).toBeUndefined();
+        else expectSame(inPlace, direct);
         if (general === undefined) expect(() => decodePayload(payload)).toThrow(expect.objectContaining({ code: 'PROTOCOL_ERROR' }));
         else expectSame(decodePayload(payload), general);
       }),

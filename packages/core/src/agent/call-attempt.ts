@@ -15,6 +15,9 @@ export interface AttemptDeps {
   budget(channel: Channel): ByteBudget;
 }
 
+/** One handler for the rejections nobody waits on (no closure per call). */
+function ignore(): void {}
+
 /** Calls refused unprocessed (HTTP/2 REFUSED_STREAM and the like) are resent at once, this many times. */
 const MAX_TRANSPARENT_RETRIES = 5;
 
@@ -136,10 +139,10 @@ class CallAttempt implements CallControl {
     this.settled = true;
     const stream = this.framed?.stream;
     if (stream) {
-      stream.end().catch(() => undefined);
+      stream.end().catch(ignore);
       // The peer ends its side right after its last message; reading that end lets transports that track a
       // stream until both ends are seen (QUIC) release it now rather than at the channel's close.
-      stream.read().catch(() => undefined);
+      stream.read().catch(ignore);
     }
     this.releaseSlot();
   }

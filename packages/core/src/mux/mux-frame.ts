@@ -2,6 +2,8 @@
  * Frames of the stream multiplexer that runs over channels carrying one ordered message pipe (WebSocket, relay).
  * Each pipe message is exactly one mux frame: [type u8][stream id u32 BE][body]. See docs/protocol.md.
  */
+import { claimHeadroom } from '../wire/frame-slab.js';
+
 export const MuxFrameType = {
   open: 0,
   data: 1,
@@ -45,6 +47,13 @@ export type MuxFrameTypeNumber = (typeof MuxFrameType)[keyof typeof MuxFrameType
 export const MUX_HEADER_BYTES = 5;
 
 export function encodeMuxFrame(type: MuxFrameTypeNumber, streamId: number, body?: Uint8Array, flags = 0): Buffer {
+  // A frame fresh from the codec has room for the header in front of it: no copy of the body (wire/frame-slab.ts).
+  const inPlace = body && claimHeadroom(body, MUX_HEADER_BYTES);
+  if (inPlace) {
+    inPlace[0] = type | flags;
+    inPlace.writeUInt32BE(streamId, 1);
+    return inPlace;
+  }
   const frame = Buffer.allocUnsafe(MUX_HEADER_BYTES + (body?.length ?? 0));
   frame[0] = type | flags;
   frame.writeUInt32BE(streamId, 1);

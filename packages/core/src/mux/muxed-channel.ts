@@ -210,7 +210,7 @@ export class MuxedChannel implements Channel, MuxStreamHost {
         return this.acceptStream(id, body, flags);
       case MuxFrameType.data: {
         const stream = this.streams.get(id);
-        stream?.onData(body);
+        stream?.onData(body, flags !== 0);
         if (flags !== 0) stream?.onFin();
         return;
       }
@@ -256,6 +256,8 @@ export class MuxedChannel implements Channel, MuxStreamHost {
    * the room below the high-water mark holds (one chunk each), so urgent streams' frames enter the pipe first.
    */
   drained(): void {
+    // Called for every message the pipe sent: most find no writer waiting, and need not ask the pipe anything.
+    if (this.pipeWaiters.size === 0) return;
     let room = this.highWaterMark - this.pipe.bufferedAmount;
     while (room > 0) {
       const stream = this.pipeWaiters.shift();
@@ -366,8 +368,9 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     if ((flags & MuxFrameFlag.endsWithPeer) !== 0) stream.endsWithPeer = true;
     this.streams.set(id, stream);
     this.inboundCount++;
-    if (firstBytes.length > 0) stream.onData(firstBytes);
-    if ((flags & MuxFrameFlag.fin) !== 0) stream.onFin();
+    const fin = (flags & MuxFrameFlag.fin) !== 0;
+    if (firstBytes.length > 0) stream.onData(firstBytes, fin);
+    if (fin) stream.onFin();
     this.onStream(stream, this);
   }
 

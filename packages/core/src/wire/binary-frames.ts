@@ -1,5 +1,6 @@
 import type { CallMode, Priority, WireMessage } from './messages.js';
 import { MODES, PRIORITIES } from './messages.js';
+import { allocFrame } from './frame-slab.js';
 
 /**
  * The frames of a call with a binary body, written and read without msgpackr: a `request` whose metadata is empty
@@ -64,7 +65,8 @@ function encodeBinaryRequest(message: Extract<WireMessage, { type: 'request' }>)
     frame[at++] = 0xd9;
     frame[at++] = methodLength;
   }
-  at += frame.write(method, at, methodLength, 'latin1');
+  // A JS loop: Buffer#write's latin1 path crosses into C++, ~1 µs for a short name (profile of call-cost).
+  for (let i = 0; i < methodLength; i++) frame[at++] = method.charCodeAt(i);
   if (timeoutMs === null) {
     frame[at++] = 0xc0;
   } else if (timeoutBytes === 1) {
@@ -91,56 +93,59 @@ function encodeBinaryRequest(message: Extract<WireMessage, { type: 'request' }>)
 }
 
 /**
- * Reads a payload (without its length) of the shapes `encodeBinaryFrame` writes; undefined for anything else.
- * Bodies are views of the payload, as msgpackr gives them.
+ * Reads a payload (without its length) of the shapes `encodeBinaryFrame` writes, in `bytes` from `start` to `end`
+ * (the whole of `bytes` by default: a receiver may read a frame where it lies, without a view of its payload);
+ * undefined for anything else. Bodies are views of the bytes, as msgpackr gives them.
  */
-export function decodeBinaryFrame(payload: Uint8Array): WireMessage | undefined {
-  const kind = payload[1];
-  if (payload[0] === 0x92 && (kind === 2 || kind === 3)) {
-    const body = readBin(payload, 2);
-    if (body === undefined || body.end !== payload.length) return undefined;
+export function decodeBinaryFrame(bytes: Uint8Array, start = 0, end = bytes.length): WireMessage | undefined {
+  if (end - start < 2) return undefined;
+  const first = bytes[start];
+  const kind = bytes[start + 1];
+  if (first === 0x92 && (kind === 2 || kind === 3)) {
+    const body = readBin(bytes, start + 2, end);
+    if (body === undefined || body.end !== end) return undefined;
     return kind === 2 ? { type: 'response', body: body.bytes } : { type: 'item', body: body.bytes };
   }
-  if (payload[0] === 0x97 && kind === 1) return decodeBinaryRequest(payload);
+  if (first === 0x97 && kind === 1) return decodeBinaryRequest(bytes, start, end);
   return undefined;
 }
 
-function decodeBinaryRequest(payload: Uint8Array): WireMessage | undefined {
-  if (!Buffer.isBuffer(payload)) return undefined; // the method is read with Buffer's latin1 decoder
-  const length = payload.length;
-  let at = 2;
-  const marker = payload[at++];
+/** Every read below is bounded by `end` explicitly: the bytes past it may be another frame's. */
+function decodeBinaryRequest(bytes: Uint8Array, start: number, end: number): WireMessage | undefined {
+  let at = start + 2;
+  if (at >= end) return undefined;
+  const marker = bytes[at++]!;
   let methodLength: number;
-  if (marker === undefined) return undefined;
   if (marker > 0xa0 && marker <= 0xbf) methodLength = marker - 0xa0;
-  else if (marker === 0xd9 && at < length) methodLength = payload[at++]!;
+  else if (marker === 0xd9 && at < end) methodLength = bytes[at++]!;
   else return undefined;
-  if (methodLength === 0 || at + methodLength > length) return undefined;
-  for (let i = at; i < at + methodLength; i++) if (payload[i]! >= 0x80) return undefined;
-  const method = payload.toString('latin1', at, at + methodLength);
+  if (methodLength === 0 || at + methodLength > end) return undefined;
+  const method = readAsciiMethod(bytes, at, methodLength);
+  if (method === undefined) return undefined;
   at += methodLength;
-  const timeoutMarker = payload[at++];
+  if (at >= end) return undefined;
+  const timeoutMarker = bytes[at++]!;
   let timeoutMs: number | null;
-  if (timeoutMarker === undefined) return undefined;
   if (timeoutMarker === 0xc0) timeoutMs = null;
   else if (timeoutMarker < 0x80) timeoutMs = timeoutMarker;
-  else if (timeoutMarker === 0xcc && at + 1 <= length) timeoutMs = payload[at++]!;
-  else if (timeoutMarker === 0xcd && at + 2 <= length) {
-    timeoutMs = payload.readUInt16BE(at);
+  else if (timeoutMarker === 0xcc && at + 1 <= end) timeoutMs = bytes[at++]!;
+  else if (timeoutMarker === 0xcd && at + 2 <= end) {
+    timeoutMs = (bytes[at]! << 8) | bytes[at + 1]!;
     at += 2;
-  } else if (timeoutMarker === 0xce && at + 4 <= length) {
-    timeoutMs = payload.readUInt32BE(at);
+  } else if (timeoutMarker === 0xce && at + 4 <= end) {
+    timeoutMs = bytes[at]! * 0x1000000 + ((bytes[at + 1]! << 16) | (bytes[at + 2]! << 8) | bytes[at + 3]!);
     at += 4;
   } else return undefined;
-  const priority = payload[at++];
-  if (priority === undefined || priority > 3) return undefined;
+  if (at >= end) return undefined;
+  const priority = bytes[at++]!;
+  if (priority > 3) return undefined;
   // No metadata: map 16 of 0 entries (msgpackr's way) or fixmap 0.
-  if (payload[at] === 0x80) at += 1;
-  else if (payload[at] === 0xde && payload[at + 1] === 0 && payload[at + 2] === 0) at += 3;
+  if (at < end && bytes[at] === 0x80) at += 1;
+  else if (at + 3 <= end && bytes[at] === 0xde && bytes[at + 1] === 0 && bytes[at + 2] === 0) at += 3;
   else return undefined;
-  const body = readBin(payload, at);
-  if (body === undefined || body.end + 1 !== length) return undefined;
-  const mode = payload[body.end]!;
+  const body = readBin(bytes, at, end);
+  if (body === undefined || body.end + 1 !== end) return undefined;
+  const mode = bytes[body.end]!;
   if (mode > 3) return undefined;
   return {
     type: 'request',
@@ -153,49 +158,56 @@ function decodeBinaryRequest(payload: Uint8Array): WireMessage | undefined {
   };
 }
 
-/** A `bin` at `at`: its bytes (a view) and where it ends; undefined when the header is not bin or overruns. */
-function readBin(payload: Uint8Array, at: number): { bytes: Uint8Array; end: number } | undefined {
-  const marker = payload[at];
+/** The method name read last, and its bytes: a busy peer calls few methods, so most reads are this one again. */
+let lastMethod = '';
+let lastMethodBytes = new Uint8Array(0);
+
+/**
+ * `length` ASCII bytes at `at` as a string (undefined if one is not ASCII), without Buffer#toString's crossing into
+ * C++ (~0.9 µs per call in a profile of call-cost): the last name read is reused when the bytes are the same.
+ */
+function readAsciiMethod(payload: Uint8Array, at: number, length: number): string | undefined {
+  if (length === lastMethodBytes.length) {
+    let same = true;
+    for (let i = 0; i < length; i++) {
+      if (payload[at + i] !== lastMethodBytes[i]) {
+        same = false;
+        break;
+      }
+    }
+    if (same) return lastMethod;
+  }
+  let method = '';
+  for (let i = at; i < at + length; i++) {
+    const byte = payload[i]!;
+    if (byte >= 0x80) return undefined;
+    method += String.fromCharCode(byte);
+  }
+  lastMethod = method;
+  lastMethodBytes = payload.slice(at, at + length);
+  return method;
+}
+
+/** A `bin` at `at`: its bytes (a view) and where it ends; undefined when the header is not bin or overruns `end`. */
+function readBin(bytes: Uint8Array, at: number, end: number): { bytes: Uint8Array; end: number } | undefined {
+  const marker = bytes[at];
   let start: number;
   let length: number;
-  if (marker === 0xc4 && at + 2 <= payload.length) {
+  if (marker === 0xc4 && at + 2 <= end) {
     start = at + 2;
-    length = payload[at + 1]!;
-  } else if (marker === 0xc5 && at + 3 <= payload.length) {
+    length = bytes[at + 1]!;
+  } else if (marker === 0xc5 && at + 3 <= end) {
     start = at + 3;
-    length = (payload[at + 1]! << 8) | payload[at + 2]!;
-  } else if (marker === 0xc6 && at + 5 <= payload.length) {
+    length = (bytes[at + 1]! << 8) | bytes[at + 2]!;
+  } else if (marker === 0xc6 && at + 5 <= end) {
     start = at + 5;
-    length = ((payload[at + 1]! << 24) >>> 0) + ((payload[at + 2]! << 16) | (payload[at + 3]! << 8) | payload[at + 4]!);
+    length = ((bytes[at + 1]! << 24) >>> 0) + ((bytes[at + 2]! << 16) | (bytes[at + 3]! << 8) | bytes[at + 4]!);
   } else {
     return undefined;
   }
-  const end = start + length;
-  if (end > payload.length) return undefined;
-  return { bytes: payload.subarray(start, end), end };
-}
-
-/** Frames up to this size are cut from a shared slab; larger ones get a buffer of their own. */
-const SLAB_FRAME = 4 * 1024;
-const SLAB_BYTES = 32 * 1024;
-let slab = Buffer.allocUnsafeSlow(0);
-let slabUsed = 0;
-
-/**
- * A buffer for one frame. A new ArrayBuffer per frame cost about as much as writing the frame; small frames are
- * cut from a slab of this module's own instead, as msgpackr cut them from its buffer: never node's shared pool
- * (whose slab other code's short-lived buffers share, so a frame a stalled peer leaves unsent would pin them all),
- * and a frame is never written to once returned.
- */
-function allocFrame(size: number): Buffer {
-  if (size > SLAB_FRAME) return Buffer.allocUnsafeSlow(size);
-  if (slabUsed + size > slab.length) {
-    slab = Buffer.allocUnsafeSlow(SLAB_BYTES);
-    slabUsed = 0;
-  }
-  const frame = slab.subarray(slabUsed, slabUsed + size);
-  slabUsed += (size + 7) & ~7; // 8-byte aligned, as node's pool does
-  return frame;
+  const stop = start + length;
+  if (stop > end) return undefined;
+  return { bytes: bytes.subarray(start, stop), end: stop };
 }
 
 /** msgpack's bin header size for a body of `length` bytes: bin 8, bin 16 or bin 32 (as msgpackr chooses). */

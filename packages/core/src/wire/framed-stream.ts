@@ -1,8 +1,11 @@
+import { WRITTEN } from './written.js';
 import { AgentError } from '../errors.js';
 import type { ChannelStream } from '../channel.js';
 import type { BudgetHolder, ByteBudget } from '../agent/byte-budget.js';
 import { decodePayload, encodeFrame, encodeFrameSegments, encodeSmallItem, FRAME_HEADER_BYTES } from './codec.js';
 import { FrameDecoder } from './frame-decoder.js';
+import { decodeBinaryFrame } from './binary-frames.js';
+import { readU32 } from '../util/bytes.js';
 import type { WireMessage } from './messages.js';
 
 /**
@@ -152,10 +155,26 @@ export class FramedStream implements BudgetHolder {
       if (charged) this.release(bytes);
       return Promise.reject(this.writeFailure);
     }
+    const previous = this.tail;
+    if (previous === undefined && segments.length === 1) {
+      // Nothing before it: write now. A write the transport took at once (a unary call's request or reply, most
+      // items) is settled here, with no promise chain, closures or budget entry for bytes this side never held.
+      const written = last ? this.stream.endWith!(segments[0]!) : this.stream.write(segments[0]!);
+      if (written === WRITTEN) {
+        if (charged) this.release(bytes);
+        return WRITTEN;
+      }
+      if (!charged) this.charge(bytes);
+      return this.follow(written, bytes);
+    }
     if (!charged) this.charge(bytes);
     const write = (): Promise<void> => this.write(segments, last);
-    const previous = this.tail;
-    const done: Promise<void> = (previous ? previous.then(write) : write()).then(
+    return this.follow(previous ? previous.then(write) : write(), bytes);
+  }
+
+  /** Tracks a write the transport has not taken yet: the stream's tail until it settles. */
+  private follow(write: Promise<void>, bytes: number): Promise<void> {
+    const done: Promise<void> = write.then(
       (): void => this.settled(done, bytes),
       (error: unknown): never => {
         this.settled(done, bytes, error);
@@ -245,6 +264,8 @@ export class FramedStream implements BudgetHolder {
       }
       const chunk = stream.readNow?.();
       if (!chunk) return undefined;
+      const whole = this.wholeFrame(chunk);
+      if (whole) return whole;
       this.take(chunk);
     }
   }
@@ -273,8 +294,23 @@ export class FramedStream implements BudgetHolder {
         }
         return undefined;
       }
+      const whole = this.wholeFrame(chunk);
+      if (whole) return whole;
       this.take(chunk);
     }
+  }
+
+  /**
+   * A chunk that is exactly one whole frame, with nothing decoded or pending before it (a call's request or
+   * reply, one mux message), decoded where it lies: no list of frames and no view of its payload. Undefined for
+   * any other chunk, which the decoder takes.
+   */
+  private wholeFrame(chunk: Uint8Array): WireMessage | undefined {
+    if (!this.decoder.idle || chunk.length < FRAME_HEADER_BYTES) return undefined;
+    const length = chunk.length - FRAME_HEADER_BYTES;
+    if (readU32(chunk, 0) !== length || length > this.maxFrameSize) return undefined;
+    this.lastFrameBytes = length;
+    return decodeBinaryFrame(chunk, FRAME_HEADER_BYTES, chunk.length) ?? decodePayload(chunk.subarray(FRAME_HEADER_BYTES));
   }
 
   /** The next decoded frame's payload, if any; the list is let go once read to its end (its chunk with it). */

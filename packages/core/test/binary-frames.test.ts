@@ -88,6 +88,16 @@ describe('binary call frames (written and read without msgpackr)', () => {
     expect(encodeBinaryFrame({ type: 'response', body: { a: 1 } })).toBeUndefined();
   });
 
+  it('name the method by the bytes of each frame, even when the buffer of an earlier frame is written over', () => {
+    const request = (method: string): WireMessage => ({ type: 'request', method, timeoutMs: 1000, priority: 'normal', metadata: {}, body: Buffer.alloc(4), mode: 'unary' });
+    const alpha = Buffer.from(encodeBinaryFrame(request('alpha'))!.subarray(FRAME_HEADER_BYTES));
+    const omega = Buffer.from(encodeBinaryFrame(request('omega'))!.subarray(FRAME_HEADER_BYTES));
+    expect(decodeBinaryFrame(alpha)).toMatchObject({ method: 'alpha' });
+    alpha.set(omega); // the memory of the frame read first now holds another frame (a reused read buffer)
+    expect(decodeBinaryFrame(omega)).toMatchObject({ method: 'omega' });
+    expect(decodeBinaryFrame(alpha)).toMatchObject({ method: 'omega' });
+  });
+
   it('never accept what the general path refuses, nor read it differently: cut, extended and mutated frames', () => {
     const small = fc.oneof(
       fc.record({ ...requestFields, body: fc.uint8Array({ maxLength: 300 }).map((bytes) => Buffer.from(bytes)) }),

@@ -184,7 +184,8 @@ function readAsciiMethod(payload: Uint8Array, at: number, length: number): strin
     method += String.fromCharCode(byte);
   }
   lastMethod = method;
-  lastMethodBytes = payload.slice(at, at + length);
+  // A copy: Buffer#slice is a view, and bytes that changed under a cached view would name the wrong method.
+  lastMethodBytes = new Uint8Array(payload.subarray(at, at + length));
   return method;
 }
 

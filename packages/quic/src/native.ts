@@ -31,6 +31,8 @@ export interface NativeConnection {
   tryOpenStream(): NativeStream | null;
   openStream(): Promise<NativeStream>;
   acceptStream(): Promise<NativeStream | null>;
+  /** Waits for a stream the peer opened and takes every other one already opened with it; empty once closed. */
+  acceptStreams(): Promise<NativeStream[]>;
   close(code: number, reason: string): void;
   closed(): Promise<string>;
   release(): void;

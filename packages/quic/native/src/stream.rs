@@ -263,6 +263,19 @@ impl QuicStream {
         // send half that was not reset makes quinn *finish* it, so the peer would read a clean end (seen: 1 of 200
         // request-timeout resets arrived as FIN). Reset again here, before letting go, whenever a reset was asked.
         let reset = self.hard_reset.lock().ok().and_then(|hard| *hard).map(VarInt::from_u32);
+        // Usually no read or write holds a half (the stream ended on both sides): let go of both here, without a
+        // task of its own — a spawned task per stream was a hand-off to the runtime's thread and a wake per call.
+        if let (Ok(mut send), Ok(mut recv)) = (self.send.try_lock(), self.recv.try_lock()) {
+            if let (Some(code), Some(s)) = (reset, send.as_mut()) {
+                let _ = s.reset(code);
+            }
+            send.take();
+            if let (Some(code), Some(r)) = (reset, recv.as_mut()) {
+                let _ = r.stop(code);
+            }
+            recv.take();
+            return;
+        }
         let (send, recv) = (self.send.clone(), self.recv.clone());
         napi::bindgen_prelude::spawn(async move {
             let mut send = send.lock().await;

@@ -130,6 +130,27 @@ impl QuicStream {
         }
     }
 
+    /// `try_write` and, when all of `data` was taken, `try_finish` in the same call (a unary request or reply is
+    /// one write and the end: one crossing and one lock of the send half instead of two). Returns the bytes
+    /// taken; the stream is finished only when that is all of them.
+    #[napi]
+    pub fn try_write_finish(&self, data: Buffer) -> Result<u32> {
+        if let Some(code) = self.locally_reset() {
+            return Err(coded("LOCAL_RESET", code));
+        }
+        let Ok(mut guard) = self.send.try_lock() else { return Ok(0) };
+        let send = guard.as_mut().ok_or_else(released)?;
+        let written = match send.write(&data).now_or_never() {
+            Some(Ok(written)) => written,
+            Some(Err(e)) => return Err(write_error(e)),
+            None => 0,
+        };
+        if written == data.len() {
+            send.finish().map_err(|e| coded("CLOSED", e))?;
+        }
+        Ok(written as u32)
+    }
+
     /// Writes all of `data`, resolving once quinn accepted it within the stream's and connection's credit.
     #[napi]
     pub async fn write(&self, data: Buffer) -> Result<()> {

@@ -78,3 +78,17 @@ it('a released stream lets go of its halves in the call: reading or writing it f
   client.release();
   server.release();
 });
+
+it('tryWriteFinish writes and ends a stream in one call: the peer reads the bytes, then the end', async () => {
+  const { client, server } = await connectedPair();
+  const stream = client.tryOpenStream() ?? (await client.openStream());
+  expect(stream.tryWriteFinish(Buffer.from('whole request'))).toBe('whole request'.length);
+  expect(() => stream.tryWrite(Buffer.from('late'))).toThrow(/CLOSED/); // finished: nothing more may be written
+  const [accepted] = await server.acceptStreams();
+  expect(await readAll(accepted!)).toBe('whole request');
+  accepted!.release();
+  stream.release();
+  client.close(0, 'done');
+  client.release();
+  server.release();
+});

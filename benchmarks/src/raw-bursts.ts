@@ -106,7 +106,9 @@ export async function rawQuicBurst(binding: NativeBinding, token: Token): Promis
     for (let connection = await server.accept(); connection; connection = await server.accept()) {
       const accepted = connection;
       void (async () => {
-        for (let stream = await accepted.acceptStream(); stream; stream = await accepted.acceptStream()) void serveBurst(stream, token).catch(() => undefined);
+        for (let batch = await accepted.acceptStreams(); batch.length > 0; batch = await accepted.acceptStreams()) {
+          for (const stream of batch) void serveBurst(stream, token).catch(() => undefined);
+        }
       })();
     }
   })();

@@ -49,7 +49,9 @@ export async function rawQuicEcho(binding: NativeBinding, payload: Buffer): Prom
     for (let connection = await server.accept(); connection; connection = await server.accept()) {
       const accepted = connection;
       void (async () => {
-        for (let stream = await accepted.acceptStream(); stream; stream = await accepted.acceptStream()) void echoStream(stream).catch(() => undefined);
+        for (let batch = await accepted.acceptStreams(); batch.length > 0; batch = await accepted.acceptStreams()) {
+          for (const stream of batch) void echoStream(stream).catch(() => undefined);
+        }
       })();
     }
   })();

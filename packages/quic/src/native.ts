@@ -7,6 +7,8 @@ import { detectLibc, targetName, type ReportHeader } from './engine-target.js';
 /** The addon's surface (packages/quic/native/src): what this package calls, nothing more. */
 export interface NativeStream {
   tryWrite(data: Buffer): number;
+  /** `tryWrite`, then `tryFinish` when all of `data` was taken, in one call; returns the bytes taken. */
+  tryWriteFinish(data: Buffer): number;
   write(data: Buffer): Promise<void>;
   /** Bytes ready now; an empty buffer once the peer's end was reached; null when nothing is ready. */
   tryRead(max: number): Buffer | null;
@@ -31,6 +33,8 @@ export interface NativeConnection {
   tryOpenStream(): NativeStream | null;
   openStream(): Promise<NativeStream>;
   acceptStream(): Promise<NativeStream | null>;
+  /** Waits for a stream the peer opened and takes every other one already opened with it; empty once closed. */
+  acceptStreams(): Promise<NativeStream[]>;
   close(code: number, reason: string): void;
   closed(): Promise<string>;
   release(): void;

@@ -109,10 +109,11 @@ export class QuicChannel implements Channel {
   }
 
   private async acceptStreams(onStream: (stream: ChannelStream, channel: Channel) => void): Promise<void> {
+    // In batches: the streams a burst of calls opened arrive in one crossing out of the engine, not one each.
     for (;;) {
-      const native = await this.connection.acceptStream();
-      if (!native) return;
-      onStream(this.track(native, false), this);
+      const batch = await this.connection.acceptStreams();
+      if (batch.length === 0) return;
+      for (const native of batch) onStream(this.track(native, false), this);
     }
   }
 }

@@ -158,6 +158,23 @@ export class QuicChannelStream implements ChannelStream {
    * FIN before it builds the packet more often: one packet carries the reply and its end.
    */
   endWith(chunk: Uint8Array): Promise<void> {
+    // A unary request or reply: nothing before it pending, so the write and the end are one engine call.
+    if (!this.wroteAny && !this.localReset && !this.writeFailure && !this.blocked && this.corked.length === 0) {
+      this.wroteAny = true;
+      const data = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+      let taken: number;
+      try {
+        taken = this.native.tryWriteFinish(data);
+      } catch (error) {
+        return this.writeFailed(error);
+      }
+      if (taken === data.length) {
+        this.ended();
+        return RESOLVED;
+      }
+      const rest = this.send(data.subarray(taken));
+      return rest === RESOLVED ? this.end() : rest.then(() => this.end());
+    }
     const written = this.write(chunk);
     return written === RESOLVED ? this.end() : written.then(() => this.end());
   }

@@ -20,6 +20,7 @@ function resetConnection(): NativeConnection {
     },
     openStream: () => Promise.reject(new Error('UNAVAILABLE|connection reset by peer')),
     acceptStream: () => never,
+    acceptStreams: () => never,
     close: () => undefined,
     closed: () => never,
     release: () => undefined,

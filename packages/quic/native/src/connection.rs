@@ -1,7 +1,7 @@
 use futures_util::FutureExt;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
-use quinn::{Connection, VarInt, ZeroRttAccepted};
+use quinn::{Connection, RecvStream, SendStream, VarInt, ZeroRttAccepted};
 use tokio::sync::watch;
 
 use crate::admission::Admitted;
@@ -9,6 +9,9 @@ use crate::errors::{coded, connection_error};
 use crate::live::{Live, CONNECTIONS};
 use crate::stream::QuicStream;
 use crate::stream_credit::StreamCredit;
+
+/// Streams handed over by one `accept_streams` call at most: JavaScript starts that many calls in one turn.
+const ACCEPT_BATCH: usize = 64;
 
 #[napi(object)]
 pub struct ConnectionStats {
@@ -78,6 +81,15 @@ impl QuicConnection {
         this
     }
 
+    /// Counts a stream the peer opened against its grant (see stream_credit.rs), granting more when due.
+    fn take_accepted(&self, connection: &Connection, send: SendStream, recv: RecvStream) -> QuicStream {
+        let (slot, grant) = self.credit.opened();
+        if let Some(limit) = grant {
+            connection.set_max_concurrent_bi_streams(VarInt::from_u32(limit));
+        }
+        QuicStream::accepted(send, recv, slot)
+    }
+
     fn get(&self) -> Result<Connection> {
         self.connection
             .lock()
@@ -126,11 +138,26 @@ impl QuicConnection {
     pub async fn accept_stream(&self) -> Option<QuicStream> {
         let connection = self.get().ok()?;
         let (send, recv) = connection.accept_bi().await.ok()?;
-        let (slot, grant) = self.credit.opened();
-        if let Some(limit) = grant {
-            connection.set_max_concurrent_bi_streams(VarInt::from_u32(limit));
+        Some(self.take_accepted(&connection, send, recv))
+    }
+
+    /// The streams the peer opened: waits for one, then takes every other one already opened (up to
+    /// `ACCEPT_BATCH`) without waiting, so a burst of calls costs one crossing into JavaScript rather than one
+    /// per stream (each async call is a task, a promise and a wake of the event loop). Empty once the
+    /// connection is closed (see `closed`).
+    #[napi]
+    pub async fn accept_streams(&self) -> Vec<QuicStream> {
+        let Ok(connection) = self.get() else { return Vec::new() };
+        let Ok((send, recv)) = connection.accept_bi().await else { return Vec::new() };
+        let mut streams = vec![self.take_accepted(&connection, send, recv)];
+        while streams.len() < ACCEPT_BATCH {
+            match connection.accept_bi().now_or_never() {
+                Some(Ok((send, recv))) => streams.push(self.take_accepted(&connection, send, recv)),
+                // Closed: the next call reports it (empty); this batch is still handed over.
+                _ => break,
+            }
         }
-        Some(QuicStream::accepted(send, recv, slot))
+        streams
     }
 
     /// Closes with an application code and reason; every stream fails at once.

@@ -130,6 +130,27 @@ impl QuicStream {
         }
     }
 
+    /// `try_write` and, when all of `data` was taken, `try_finish` in the same call (a unary request or reply is
+    /// one write and the end: one crossing and one lock of the send half instead of two). Returns the bytes
+    /// taken; the stream is finished only when that is all of them.
+    #[napi]
+    pub fn try_write_finish(&self, data: Buffer) -> Result<u32> {
+        if let Some(code) = self.locally_reset() {
+            return Err(coded("LOCAL_RESET", code));
+        }
+        let Ok(mut guard) = self.send.try_lock() else { return Ok(0) };
+        let send = guard.as_mut().ok_or_else(released)?;
+        let written = match send.write(&data).now_or_never() {
+            Some(Ok(written)) => written,
+            Some(Err(e)) => return Err(write_error(e)),
+            None => 0,
+        };
+        if written == data.len() {
+            send.finish().map_err(|e| coded("CLOSED", e))?;
+        }
+        Ok(written as u32)
+    }
+
     /// Writes all of `data`, resolving once quinn accepted it within the stream's and connection's credit.
     #[napi]
     pub async fn write(&self, data: Buffer) -> Result<()> {
@@ -263,6 +284,19 @@ impl QuicStream {
         // send half that was not reset makes quinn *finish* it, so the peer would read a clean end (seen: 1 of 200
         // request-timeout resets arrived as FIN). Reset again here, before letting go, whenever a reset was asked.
         let reset = self.hard_reset.lock().ok().and_then(|hard| *hard).map(VarInt::from_u32);
+        // Usually no read or write holds a half (the stream ended on both sides): let go of both here, without a
+        // task of its own — a spawned task per stream was a hand-off to the runtime's thread and a wake per call.
+        if let (Ok(mut send), Ok(mut recv)) = (self.send.try_lock(), self.recv.try_lock()) {
+            if let (Some(code), Some(s)) = (reset, send.as_mut()) {
+                let _ = s.reset(code);
+            }
+            send.take();
+            if let (Some(code), Some(r)) = (reset, recv.as_mut()) {
+                let _ = r.stop(code);
+            }
+            recv.take();
+            return;
+        }
         let (send, recv) = (self.send.clone(), self.recv.clone());
         napi::bindgen_prelude::spawn(async move {
             let mut send = send.lock().await;

@@ -30,9 +30,9 @@ export interface QuicOptions {
   /** Upper bound of one QUIC handshake we dial (default 5 s); a listener's is `limits.handshakeTimeoutMs`. */
   connectTimeoutMs?: number;
   /**
-   * Receive windows in bytes: per stream (default 2 MiB) and per connection (default 64 MiB on connections this
-   * agent dials — room for 32 calls whose consumers stall before the connection's other calls wait for credit —
-   * and 16 MiB on connections peers open to it).
+   * Receive windows in bytes: per stream (default 4 MiB: one stream fills 100 Mbit/s at 80 ms RTT with 1% loss)
+   * and per connection (default 64 MiB on connections this agent dials — room for 16 calls whose consumers stall
+   * before the connection's other calls wait for credit — and 16 MiB on connections peers open to it).
    */
   streamWindow?: number;
   connectionWindow?: number;

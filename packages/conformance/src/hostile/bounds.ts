@@ -27,9 +27,10 @@ export const HOSTILE_BOUNDS = {
   /**
    * RSS growth of a caller reading 16 streams of 1 MiB items slowly: per stream its transport window (up to
    * 4 MiB on QUIC, the 16 streams within its 64 MiB connection window) plus a read-ahead bounded in bytes (one
-   * item here), not eight items — and the same 64 MiB of late-freed Buffers.
+   * item here), not eight items — 64 + 16 MiB by design — and the same 64 MiB of late-freed Buffers. (128 MiB
+   * while QUIC's stream window was 2 MiB: 48 MiB by design; with 4 MiB CI measured 140 MiB on QUIC.)
    */
-  callerGrowthBytes: 128 * MiB,
+  callerGrowthBytes: 160 * MiB,
   /** The server's requestTimeoutMs in the suite, so never-finished requests are reset quickly. */
   requestTimeoutMs: 500,
   /** Upper bound for any expected reaction (a reset, a close, streams drained): generous, the machine is noisy. */

@@ -24,12 +24,19 @@ export async function rawWsEcho(payload: Buffer): Promise<Echo> {
   await new Promise<void>((resolve) => https.listen(0, '127.0.0.1', resolve));
   const client = new WebSocket(`wss://127.0.0.1:${(https.address() as AddressInfo).port}`, { rejectUnauthorized: false, perMessageDeflate: false });
   await once(client, 'open');
-  let pending: ((data: Buffer) => void) | undefined;
-  client.on('message', (data: Buffer) => pending?.(data));
+  // Answers come in the order of the calls (one socket, ws keeps order), so any number may be in flight.
+  const waiting: Array<((data: Buffer) => void) | undefined> = [];
+  let head = 0;
+  client.on('message', (data: Buffer) => {
+    const answer = waiting[head];
+    waiting[head++] = undefined;
+    if (head === waiting.length) waiting.length = head = 0;
+    answer?.(data);
+  });
   return {
     call: () =>
       new Promise<void>((resolve, reject) => {
-        pending = (data) => (data.length === payload.length ? resolve() : reject(new Error('short echo')));
+        waiting.push((data) => (data.length === payload.length ? resolve() : reject(new Error('short echo'))));
         client.send(payload);
       }),
     async close() {

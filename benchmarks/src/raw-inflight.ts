@@ -7,13 +7,7 @@ import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { loadNative } from '@agentlink/quic';
 import { median } from './median.js';
-import { rawQuicEcho, type Echo } from './raw-echoes.js';
-import { once } from 'node:events';
-import { createServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
-import { Identity } from '@agentlink/core';
-import { selfSignedCertificate } from '@agentlink/core/transport';
-import { WebSocket, WebSocketServer } from 'ws';
+import { rawQuicEcho, rawWsEcho, type Echo } from './raw-echoes.js';
 
 const { values } = parseArgs({ options: { 'in-flight': { type: 'string', default: '32' }, rounds: { type: 'string', default: '6' }, calls: { type: 'string', default: '4000' } } });
 const inFlight = Number(values['in-flight']);
@@ -24,7 +18,7 @@ if (!native.ok) throw new Error(native.reason);
 const payload = Buffer.alloc(1024, 1);
 const subjects: Array<[string, Echo]> = [
   ['raw QUIC engine', await rawQuicEcho(native.binding, payload)],
-  ['raw ws', await pipelinedWsEcho(payload)],
+  ['raw ws', await rawWsEcho(payload)],
 ];
 const rates: number[][] = subjects.map(() => []);
 const cpu: number[][] = subjects.map(() => []);
@@ -51,30 +45,3 @@ for (const [index, [name]] of subjects.entries()) {
 }
 for (const [, echo] of subjects) await echo.close();
 process.exit(0);
-
-/** raw-echoes.ts's ws echo holds one call at a time; this one answers calls in order (ws keeps order), n at once. */
-async function pipelinedWsEcho(payload: Buffer): Promise<Echo> {
-  const tls = selfSignedCertificate(Identity.generate());
-  const https = createServer({ key: tls.key, cert: tls.cert, minVersion: 'TLSv1.3' });
-  const wss = new WebSocketServer({ server: https, perMessageDeflate: false });
-  wss.on('connection', (ws) => ws.on('message', (data: Buffer) => ws.send(data)));
-  await new Promise<void>((resolve) => https.listen(0, '127.0.0.1', resolve));
-  const client = new WebSocket(`wss://127.0.0.1:${(https.address() as AddressInfo).port}`, { rejectUnauthorized: false, perMessageDeflate: false });
-  await once(client, 'open');
-  const waiting: Array<() => void> = [];
-  let head = 0;
-  client.on('message', () => waiting[head++]?.());
-  return {
-    call: () =>
-      new Promise<void>((resolve) => {
-        waiting.push(resolve);
-        client.send(payload);
-      }),
-    async close() {
-      client.terminate();
-      for (const ws of wss.clients) ws.terminate();
-      https.closeAllConnections();
-      https.close();
-    },
-  };
-}

@@ -112,22 +112,34 @@ impl QuicStream {
     }
 }
 
+impl QuicStream {
+    /// What fits of `data` now, without waiting (0 when the send half is busy or blocked by flow control); with
+    /// `finish`, the stream is also finished when all of it was taken.
+    fn write_now(&self, data: &[u8], finish: bool) -> Result<u32> {
+        if let Some(code) = self.locally_reset() {
+            return Err(coded("LOCAL_RESET", code));
+        }
+        let Ok(mut guard) = self.send.try_lock() else { return Ok(0) };
+        let send = guard.as_mut().ok_or_else(released)?;
+        let written = match send.write(data).now_or_never() {
+            Some(Ok(written)) => written,
+            Some(Err(e)) => return Err(write_error(e)),
+            None => 0,
+        };
+        if finish && written == data.len() {
+            send.finish().map_err(|e| coded("CLOSED", e))?;
+        }
+        Ok(written as u32)
+    }
+}
+
 #[napi]
 impl QuicStream {
     /// Writes what fits now without waiting; returns the number of bytes taken (0 when the stream is busy or
     /// blocked by flow control, and the caller should fall back to `write`).
     #[napi]
     pub fn try_write(&self, data: Buffer) -> Result<u32> {
-        if let Some(code) = self.locally_reset() {
-            return Err(coded("LOCAL_RESET", code));
-        }
-        let Ok(mut guard) = self.send.try_lock() else { return Ok(0) };
-        let send = guard.as_mut().ok_or_else(released)?;
-        match send.write(&data).now_or_never() {
-            Some(Ok(written)) => Ok(written as u32),
-            Some(Err(e)) => Err(write_error(e)),
-            None => Ok(0),
-        }
+        self.write_now(&data, false)
     }
 
     /// `try_write` and, when all of `data` was taken, `try_finish` in the same call (a unary request or reply is
@@ -135,20 +147,7 @@ impl QuicStream {
     /// taken; the stream is finished only when that is all of them.
     #[napi]
     pub fn try_write_finish(&self, data: Buffer) -> Result<u32> {
-        if let Some(code) = self.locally_reset() {
-            return Err(coded("LOCAL_RESET", code));
-        }
-        let Ok(mut guard) = self.send.try_lock() else { return Ok(0) };
-        let send = guard.as_mut().ok_or_else(released)?;
-        let written = match send.write(&data).now_or_never() {
-            Some(Ok(written)) => written,
-            Some(Err(e)) => return Err(write_error(e)),
-            None => 0,
-        };
-        if written == data.len() {
-            send.finish().map_err(|e| coded("CLOSED", e))?;
-        }
-        Ok(written as u32)
+        self.write_now(&data, true)
     }
 
     /// Writes all of `data`, resolving once quinn accepted it within the stream's and connection's credit.

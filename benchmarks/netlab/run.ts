@@ -157,10 +157,16 @@ function withEngine(engine: string | undefined, command: string[]): [string, str
 }
 
 async function startServer(lab: Lab, congestion: string | undefined, engine?: string): Promise<{ addresses: ServerAddresses; close(): Promise<void> }> {
-  const child = lab.spawn(lab.b, ...withEngine(engine, [process.execPath, ...node(here('../../packages/agentbench/src/peer-process.ts')), lab.addressB, ...(congestion === undefined ? [] : [congestion])]));
+  const { first, close } = await startInB<ServerAddresses>(lab, withEngine(engine, [process.execPath, ...node(here('../../packages/agentbench/src/peer-process.ts')), lab.addressB, ...(congestion === undefined ? [] : [congestion])]));
+  return { addresses: first, close };
+}
+
+/** A process in b that prints one JSON line when ready and exits when its stdin ends. */
+async function startInB<T>(lab: Lab, [command, args]: [string, string[]]): Promise<{ first: T; close(): Promise<void> }> {
+  const child = lab.spawn(lab.b, command, args);
   const [line] = (await once(child.stdout!, 'data')) as [Buffer];
   return {
-    addresses: JSON.parse(line.toString()) as ServerAddresses,
+    first: JSON.parse(line.toString()) as T,
     close: async () => {
       child.stdin!.end();
       await once(child, 'exit');
@@ -170,15 +176,8 @@ async function startServer(lab: Lab, congestion: string | undefined, engine?: st
 
 /** relay-peer.ts in b: a rendezvous whose relay is the only way to its agent. */
 async function startRelayPeer(lab: Lab): Promise<{ address: RelayAddress; close(): Promise<void> }> {
-  const child = lab.spawn(lab.b, process.execPath, [...node(here('./relay-peer.ts')), lab.addressB]);
-  const [line] = (await once(child.stdout!, 'data')) as [Buffer];
-  return {
-    address: JSON.parse(line.toString()) as RelayAddress,
-    close: async () => {
-      child.stdin!.end();
-      await once(child, 'exit');
-    },
-  };
+  const { first, close } = await startInB<RelayAddress>(lab, [process.execPath, [...node(here('./relay-peer.ts')), lab.addressB]]);
+  return { address: first, close };
 }
 
 async function client(lab: Lab, addresses: ServerAddresses, jobs: Job[], engine?: string, relay?: RelayAddress): Promise<JobResult[]> {

@@ -102,23 +102,28 @@ describe('NAT lab (network namespaces, as root)', () => {
     }
   });
 
-  it('a live token stream keeps flowing while the path upgrades from relay to direct', { timeout: 120_000 }, async () => {
+  it('a live token stream keeps flowing while the path upgrades from relay to direct', { timeout: 180_000 }, async () => {
     const sideA = net.addSide(1, 'port-restricted');
     const sideB = net.addSide(2, 'port-restricted');
     sideB.blockUdpTo('198.51.100.11', true); // a firewall drops UDP between the two NATs: punching fails
     const server = start(sideB.hostNs, here('natlab/lab-agent.ts'), [JSON.stringify({ mode: 'serve', rendezvous })]);
     const ready = await server.next((v) => v.ready === true);
-    const caller = start(sideA.hostNs, here('natlab/lab-agent.ts'), [JSON.stringify({ mode: 'call', rendezvous, target: ready.id, tokens: 400, upgradeIntervalMs: 500 })]);
+    // The stream ends 100 tokens after the caller sees the upgrade (6,000 tokens, a minute, is only the ceiling):
+    // how soon the punch lands after the firewall opens depends on retry timing, which is not what this asserts.
+    const caller = start(sideA.hostNs, here('natlab/lab-agent.ts'), [JSON.stringify({ mode: 'call', rendezvous, target: ready.id, tokens: 6000, tokensAfterUpgrade: 100, upgradeIntervalMs: 500 })]);
     const first = await caller.next((v) => v.reply !== undefined, 60_000);
     expect(first.path).toBe('relay');
     await caller.next((v) => v.streaming === true);
     sideB.blockUdpTo('198.51.100.11', false); // the firewall opens mid-stream
-    const done = await caller.next((v) => v.done === true, 60_000);
-    expect(done.received).toBe(400);
-    expect(done.inOrder).toBe(true);
+    const done = await caller.next((v) => v.done === true, 120_000);
     expect((done.events as Array<{ path: string }>).map((e) => e.path)).toEqual(['relay', 'punched']);
     expect(done.pathAfter).toBe('punched');
-    console.log(`relay -> direct upgrade during a 400-token stream: ${JSON.stringify(done.events)}`);
+    // Every token the server sent arrived, in order, across the switch, and the stream went on over the new path.
+    expect(done.received).toBe(done.sent);
+    expect(done.inOrder).toBe(true);
+    expect(done.received as number).toBeLessThan(6000);
+    expect((done.received as number) - (done.receivedAtUpgrade as number)).toBeGreaterThanOrEqual(100);
+    console.log(`relay -> direct upgrade during a token stream (${done.received} tokens, ${done.receivedAtUpgrade} before the switch): ${JSON.stringify(done.events)}`);
     await Promise.all([stop(server.child), stop(caller.child)]);
     net.removeSides();
   });

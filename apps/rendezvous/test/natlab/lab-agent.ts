@@ -2,8 +2,10 @@
  * An agent process for the NAT lab, run inside a namespace. argv[2] is JSON:
  *   { mode: 'serve', rendezvous }                     serves echo and tokens; prints { ready, id, nat }
  *   { mode: 'call', rendezvous, target, tokens? }     calls the target by bare AgentId; prints what it measured
- * With `tokens`, the caller then streams that many tokens (10 ms apart), printing { streaming } after the first
- * and { done, … } at the end, with every path event seen meanwhile.
+ * With `tokens`, the caller then streams tokens (10 ms apart), printing { streaming } after the first and
+ * { done, … } at the end, with every path event seen meanwhile. The stream ends on an event, not a clock: at the
+ * first direct path the caller asks the server for `tokensAfterUpgrade` more tokens and then the end (a call that
+ * itself goes over the new path); `tokens` is only the ceiling, reached when no upgrade comes.
  *   { mode: 'measure', rendezvous, target, runs }    `runs` times: a fresh caller agent (new identity, new port, so
  *                                                    no pool, NAT mapping or punch history is reused) registers,
  *                                                    then times its first call; prints { run, ttfbMs, path } each
@@ -23,6 +25,8 @@ interface Args {
   rendezvous: string;
   target?: string;
   tokens?: number;
+  /** Tokens the server still sends once the caller has seen the path upgrade (default 100). */
+  tokensAfterUpgrade?: number;
   upgradeIntervalMs?: number;
   runs?: number;
   awaitPunch?: boolean;
@@ -92,12 +96,18 @@ const agent = await createAgent({ channels: [q, webSocket()], plugins: [nat], de
 
 if (args.mode === 'serve') {
   agent.handle('echo', (x: unknown) => x);
+  // One token stream at a time in the lab: `finish-tokens` sets where the current one ends.
+  let sent = 0;
+  let endAt = Infinity;
   agent.handleStream('tokens', async function* ({ count, delayMs }: { count: number; delayMs: number }) {
-    for (let i = 0; i < count; i++) {
+    sent = 0;
+    endAt = count;
+    while (sent < endAt) {
       await new Promise((resolve) => setTimeout(resolve, delayMs));
-      yield i;
+      yield sent++;
     }
   });
+  agent.handle('finish-tokens', ({ more }: { more: number }) => (endAt = Math.min(endAt, sent + more)));
   print({ ready: true, id: agent.id, nat: nat.nat?.type });
 } else {
   const events: PathEvent[] = [];
@@ -109,12 +119,28 @@ if (args.mode === 'serve') {
   print({ reply, ttfbMs, path: path.path, kind: path.kind, rttMs: path.rttMs, nat: nat.nat?.type });
   if (args.tokens) {
     const received: number[] = [];
+    let receivedAtUpgrade: number | undefined;
+    let total: Promise<number> | undefined;
+    nat.on('path', (e) => {
+      if (e.path === 'relay' || total) return;
+      receivedAtUpgrade = received.length;
+      total = agent.send<number>(args.target!, 'finish-tokens', { more: args.tokensAfterUpgrade ?? 100 });
+    });
     for await (const token of agent.stream<number>(args.target!, 'tokens', { count: args.tokens, delayMs: 10 })) {
       if (received.length === 0) print({ streaming: true });
       received.push(token);
     }
     const after = await agent.pathTo(args.target!);
-    print({ done: true, received: received.length, inOrder: received.every((t, i) => t === i), events, pathAfter: after.path, kindAfter: after.kind });
+    print({
+      done: true,
+      received: received.length,
+      sent: total ? await total : args.tokens,
+      receivedAtUpgrade,
+      inOrder: received.every((t, i) => t === i),
+      events,
+      pathAfter: after.path,
+      kindAfter: after.kind,
+    });
   }
   await agent.close();
   process.exit(0);

@@ -8,6 +8,11 @@ import { resetSoon } from './stream-reset.js';
 
 const RESOLVED = Promise.resolve();
 /**
+ * No `date` header on responses (node adds one unless told not to): nothing reads it, and each header costs
+ * node:http2 work on both sides (the header list, HPACK, the receiver's header object).
+ */
+const RESPOND_OPTIONS = { sendDate: false };
+/**
  * The largest piece handed to node at once. node buffers a written chunk whole, whatever the peer's window, and
  * says "wait" only after: so at most this much (plus node's 16 KiB high-water mark) waits in a stream's buffer.
  */
@@ -17,6 +22,13 @@ export const WRITE_SLICE = 64 * 1024;
  * ~200 B measured on Node 20, charged as 512 so that many tiny writes (streamed tokens) are bounded too.
  */
 export const WRITE_OVERHEAD = 512;
+/**
+ * Bytes a stream lets node hold before its writer waits for 'drain' — ours, not node's high-water mark (16 KiB on
+ * Node 20, 64 KiB from Node 22): core's item batches are 16 KiB and a little more, so with node's 16 KiB every
+ * batch of a burst stalled its producer until node had sent it and called back. The session's OutboundBudget is
+ * what bounds memory; this only paces one stream against node's buffer.
+ */
+export const STREAM_BUFFER_LIMIT = 64 * 1024;
 /** Received bytes held before the stream is paused; pausing stops WINDOW_UPDATEs, which stops the sender. */
 const READ_BUFFER_LIMIT = 1024 * 1024;
 
@@ -112,6 +124,25 @@ export class Http2ChannelStream implements ChannelStream {
     return written;
   }
 
+  /**
+   * The stream's last bytes and its end in one step (a unary reply, a stream's final message): handed to node in
+   * the call, with no promise between the write and the end, and no turn-counting (nothing follows on this
+   * stream, so nothing waits for the first bytes to leave). node puts END_STREAM on the last DATA frame either way.
+   */
+  endWith(chunk: Uint8Array): Promise<void> {
+    if (this.failure) return Promise.reject(this.failure);
+    if (this.stream.destroyed || this.stream.writableEnded) return Promise.reject(new AgentError('CLOSED', 'write after end'));
+    if (this.queued > 0 || chunk.length > WRITE_SLICE || !this.budget.tryTake(chunk.length + WRITE_OVERHEAD)) {
+      return this.write(chunk).then(() => this.end());
+    }
+    this.respondOnce();
+    this.firstWriteTurn = -2;
+    // Over node's high-water mark: end once it drained ('drain' is never emitted once a stream is ending).
+    if (!this.hand(chunk)) return this.waitForDrain().then(() => this.end());
+    this.stream.end();
+    return RESOLVED;
+  }
+
   end(): Promise<void> {
     if (this.failure) return Promise.reject(this.failure);
     if (this.queued > 0) return this.tail.then(() => this.end());
@@ -141,10 +172,14 @@ export class Http2ChannelStream implements ChannelStream {
     return sameTurn ? afterScheduledSends() : RESOLVED;
   }
 
-  /** Hands node bytes the budget granted; false when node's buffer is over its high-water mark. */
+  /**
+   * Hands node bytes the budget granted; false when node holds STREAM_BUFFER_LIMIT or more of this stream's bytes
+   * (node's own write() said so too then, which makes it emit 'drain' once they are sent).
+   */
   private hand(piece: Uint8Array): boolean {
     this.unsent.push(piece.length + WRITE_OVERHEAD);
-    return this.stream.write(piece, this.onSent);
+    const belowMark = this.stream.write(piece, this.onSent);
+    return belowMark || this.stream.writableLength < STREAM_BUFFER_LIMIT;
   }
 
   /** node sent a write's bytes to the socket (or dropped them with the stream): they leave the budget. */
@@ -193,7 +228,7 @@ export class Http2ChannelStream implements ChannelStream {
     if (!headers) return;
     this.respondWith = undefined;
     const stream = this.stream as ServerHttp2Stream;
-    if (!stream.headersSent && !stream.destroyed) stream.respond(headers);
+    if (!stream.headersSent && !stream.destroyed) stream.respond(headers, RESPOND_OPTIONS);
   }
 
   /** @internal node's 'data' (see WRAPPER). */

@@ -1,4 +1,4 @@
-import { constants, type Http2Stream, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import { constants, type Http2Stream, type OutgoingHttpHeaders, type ServerHttp2Stream, type ServerStreamResponseOptions } from 'node:http2';
 import { AgentError } from '@agentlink/core';
 import { ChunkQueue, type ChannelStream } from '@agentlink/core/transport';
 import { afterScheduledSends, currentTurn } from './first-write-turn.js';
@@ -9,9 +9,11 @@ import { resetSoon } from './stream-reset.js';
 const RESOLVED = Promise.resolve();
 /**
  * No `date` header on responses (node adds one unless told not to): nothing reads it, and each header costs
- * node:http2 work on both sides (the header list, HPACK, the receiver's header object).
+ * node:http2 work on both sides (the header list, HPACK, the receiver's header object). `respond()` reads
+ * `sendDate` (its header processing, Node 20 and 24) though @types/node does not list it; without it a response
+ * would only carry a date again (test/stream-writes.test.ts checks there is none).
  */
-const RESPOND_OPTIONS = { sendDate: false };
+const RESPOND_OPTIONS = { sendDate: false } as ServerStreamResponseOptions;
 /**
  * The largest piece handed to node at once. node buffers a written chunk whole, whatever the peer's window, and
  * says "wait" only after: so at most this much (plus node's 16 KiB high-water mark) waits in a stream's buffer.

@@ -1,7 +1,7 @@
 import { AgentError, toAgentError } from '../errors.js';
 import type { Channel, ChannelStream } from '../channel.js';
 import type { Refusal } from '../listener/refusal.js';
-import { FramedStream } from '../wire/framed-stream.js';
+import { FramedStream, type MessageReceiver } from '../wire/framed-stream.js';
 import type { CallMode, Priority, WireMessage } from '../wire/messages.js';
 import { deadlineTimer } from '../util/timer.js';
 import { LazyAbort } from '../util/lazy-abort.js';
@@ -100,7 +100,7 @@ function refuseStream(stream: ChannelStream, channel: Channel, deps: InboundDeps
  * One call a peer made, as inbound interceptors see it (the same `CallInfo` outbound interceptors see, with the
  * caller as `peer`), and the terminal that runs the handler. `reply` writes what the handler produces.
  */
-class InboundCall implements CallInfo, CallControl {
+class InboundCall implements CallInfo, CallControl, MessageReceiver {
   readonly direction = 'inbound';
   readonly idempotent = false;
   readonly deadline: number | undefined;
@@ -111,6 +111,8 @@ class InboundCall implements CallInfo, CallControl {
   private timer: NodeJS.Timeout | undefined;
   replied = false;
   private watching = false;
+  /** The watch on the caller saw what ended it (see `watchCaller`). */
+  private watchSettled = false;
   /** Duplex calls: the caller's items, read while the handler runs. */
   private readonly incoming: IncomingItems | undefined;
 
@@ -284,27 +286,49 @@ class InboundCall implements CallInfo, CallControl {
     }
   }
 
-  /** After the request the caller sends nothing until it is done; anything else means it gave up. */
+  /**
+   * After the request the caller sends nothing until it is done; anything else means it gave up. Read push-style
+   * where the stream offers it (`onMessage`): a unary call's caller end, already there once the reply went, is
+   * taken at once, with no read loop or promise.
+   */
   private async watchCaller(): Promise<void> {
     this.watching = true;
     if (this.incoming) return this.incoming.read(this.framed, this);
+    if (this.framed.listen(this)) return;
     try {
       for (;;) {
         const message = await this.framed.receive();
-        if (message === undefined) {
-          if (!this.replied) this.abort(new AgentError('CANCELLED', 'caller ended the stream'));
-          return;
-        }
-        if (message.type === 'cancel') {
-          this.abort(new AgentError(message.code, message.message, { remote: true }));
-          return;
-        }
-        this.abort(new AgentError('PROTOCOL_ERROR', `unexpected ${message.type} from the caller`));
-        return;
+        if (this.callerSent(message)) return;
       }
     } catch (error) {
-      this.abort(toAgentError(error, 'CANCELLED'));
+      this.onReadError(error);
     }
+  }
+
+  /** What the caller sent after its request: true once that settled the watch (it always does). */
+  private callerSent(message: WireMessage | undefined): boolean {
+    if (message === undefined) {
+      if (!this.replied) this.abort(new AgentError('CANCELLED', 'caller ended the stream'));
+    } else if (message.type === 'cancel') {
+      this.abort(new AgentError(message.code, message.message, { remote: true }));
+    } else {
+      this.abort(new AgentError('PROTOCOL_ERROR', `unexpected ${message.type} from the caller`));
+    }
+    return true;
+  }
+
+  /** MessageReceiver (`watchCaller`, push-style): the first message settles the watch; later ones are dropped. */
+  onMessage(message: WireMessage | undefined): void {
+    if (this.watchSettled) return;
+    this.watchSettled = true;
+    this.callerSent(message);
+  }
+
+  /** MessageReceiver: the stream failed under the watch (reset, channel lost, a frame breaking the rules). */
+  onReadError(error: unknown): void {
+    if (this.watchSettled) return;
+    this.watchSettled = true;
+    this.abort(toAgentError(error, 'CANCELLED'));
   }
 
   private checkNotAborted(): void {

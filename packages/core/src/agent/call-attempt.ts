@@ -171,7 +171,7 @@ class CallAttempt implements CallControl, MessageReceiver {
   /** Sends the request on the attempt's stream; undefined when the transport took it at once. */
   private sendRequest(channel: Channel, stream: ChannelStream): Promise<void> | undefined {
     const { call, deps } = this;
-    deps.pool.touch(channel);
+    // No pool.touch: the slot taken keeps the channel from idling and from eviction, and its release stamps the use.
     const framed = (this.framed = new FramedStream(stream, deps.maxFrameSize, deps.budget(channel)));
     if (this.aborted.reason) this.resetStream(this.aborted.reason);
     const sent = framed.send({

@@ -2,6 +2,7 @@ import { AgentError, toAgentError } from '../errors.js';
 import type { Channel, ChannelStream } from '../channel.js';
 import type { Refusal } from '../listener/refusal.js';
 import { FramedStream, type MessageReceiver } from '../wire/framed-stream.js';
+import { WRITTEN } from '../wire/written.js';
 import type { CallMode, Priority, WireMessage } from '../wire/messages.js';
 import { deadlineTimer } from '../util/timer.js';
 import { LazyAbort } from '../util/lazy-abort.js';
@@ -383,10 +384,14 @@ class ReplyWriter implements CallHandler {
     const message: WireMessage = this.held ? { type: 'response', body: this.heldBody } : { type: 'end' };
     this.held = false;
     this.heldBody = undefined;
-    call.framed.sendLast(message).catch((error: unknown) => {
-      // The caller's reset failed the write: the call is aborted already, or the failure goes out as the reply.
-      if (!call.abortReason) void call.replyError(toAgentError(error, 'UNAVAILABLE'));
-    });
+    const sent = call.framed.sendLast(message);
+    // A write the transport took at once cannot fail later: no handler (and no closure) for it.
+    if (sent !== WRITTEN) {
+      sent.catch((error: unknown) => {
+        // The caller's reset failed the write: the call is aborted already, or the failure goes out as the reply.
+        if (!call.abortReason) void call.replyError(toAgentError(error, 'UNAVAILABLE'));
+      });
+    }
     call.finished();
   }
 

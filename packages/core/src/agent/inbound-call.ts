@@ -235,14 +235,14 @@ class InboundCall implements CallInfo, CallControl, MessageReceiver {
     if (timeoutMs !== null && this.timer === undefined) {
       this.timer = deadlineTimer(timeoutMs, () => this.abort(new AgentError('DEADLINE_EXCEEDED', `deadline of ${timeoutMs} ms exceeded`)));
     }
-    if (watchCaller && !this.watching) void this.watchCaller();
+    if (watchCaller && !this.watching) this.watchCaller();
   }
 
   /** The call is over: its deadline no longer matters; a caller whose end we never read is read now. */
   finished(): void {
     clearTimeout(this.timer);
     this.incoming?.drop(); // the caller's items still on their way are read and discarded
-    if (!this.watching) void this.watchCaller(); // reads the caller's end, which frees the stream
+    if (!this.watching) this.watchCaller(); // reads the caller's end, which frees the stream
   }
 
   /** Accepts a tunnel: the `response` frame, then the raw stream is the handler's. */
@@ -292,10 +292,14 @@ class InboundCall implements CallInfo, CallControl, MessageReceiver {
    * where the stream offers it (`onMessage`): a unary call's caller end, already there once the reply went, is
    * taken at once, with no read loop or promise.
    */
-  private async watchCaller(): Promise<void> {
+  private watchCaller(): void {
     this.watching = true;
-    if (this.incoming) return this.incoming.read(this.framed, this);
-    if (this.framed.listen(this)) return;
+    if (this.incoming) void this.incoming.read(this.framed, this);
+    else if (!this.framed.listen(this)) void this.readCaller();
+  }
+
+  /** `watchCaller` on a stream that cannot push: a read loop. */
+  private async readCaller(): Promise<void> {
     try {
       for (;;) {
         const message = await this.framed.receive();

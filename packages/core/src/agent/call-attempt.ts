@@ -71,9 +71,11 @@ class CallAttempt implements CallControl, MessageReceiver {
       if (opening) await opening;
       // A unary call's one reply is taken where its bytes arrive (push-style, where the stream offers it): no
       // read loop, no promise per reply. Streams read with `receive`, whose promises carry their backpressure.
-      if (call.mode === 'unary' && this.framed!.listen(this)) {
+      // Listening before `listen`: it hands over at once whatever already arrived (or the stream's failure).
+      if (call.mode === 'unary') {
         this.listening = true;
-        return;
+        if (this.framed!.listen(this)) return;
+        this.listening = false;
       }
       return await this.receiveReplies();
     } catch (error) {

@@ -4,6 +4,7 @@ import type { TlsCredentials } from './identity/certificate.js';
 import type { Identity } from './identity/identity.js';
 import type { Priority } from './wire/messages.js';
 import type { Refusal } from './listener/refusal.js';
+import type { ChunkSink } from './util/chunk-queue.js';
 
 /**
  * The contract every channel package implements. Small on purpose (like nats.js's transport): an authenticated
@@ -36,6 +37,12 @@ export interface ChannelStream {
    * or a promise.
    */
   readNow?(): Uint8Array | undefined;
+  /**
+   * Push-style reading: hands `sink` the chunks already queued and every later one, then the end or the failure,
+   * in the transport's own callback (no promise per chunk); `read` is not used after it. Optional: core reads a
+   * unary call's reply this way where it can (no async iterator, no promise hops), and falls back to `read`.
+   */
+  listen?(sink: ChunkSink): void;
   /**
    * Aborts both directions. The peer's pending and later reads/writes fail with `reason.code`; ours with
    * `reason` itself. Idempotent; a no-op once the stream is done.
@@ -83,6 +90,11 @@ export interface Channel {
   readonly streamLimit?: number;
   /** Opens a stream to the peer; rejects with an AgentError when the channel is closed or refuses more streams. */
   openStream(options?: OpenStreamOptions): Promise<ChannelStream>;
+  /**
+   * A stream at once, without a promise, when the channel can open one without waiting (the mux: a stream is
+   * announced by its first frame); undefined when it cannot now — then `openStream` says why or waits. Optional.
+   */
+  openStreamNow?(options?: OpenStreamOptions): ChannelStream | undefined;
   /** Closes the channel; every open stream fails with `reason` (CLOSED when omitted). */
   close(reason?: AgentError): Promise<void>;
   /** Resolves with the reason once the channel is closed, by either side or by failure. Never rejects. */

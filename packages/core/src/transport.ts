@@ -30,7 +30,7 @@ export { MessageType } from './wire/messages.js';
 export type { WireMessage } from './wire/messages.js';
 export type { DecodeLimits } from './wire/msgpack-shape.js';
 export { abortReason } from './util/abort.js';
-export { ChunkQueue } from './util/chunk-queue.js';
+export { ChunkQueue, type ChunkSink } from './util/chunk-queue.js';
 export { ConnectionAdmission, DEFAULT_LISTENER_LIMITS, resolveListenerLimits } from './listener/listener-limits.js';
 export type { AdmissionRefusal, AdmissionTicket, ListenerLimits } from './listener/listener-limits.js';
 export { refusalKey } from './listener/refusal.js';

@@ -220,5 +220,9 @@ function formatHost(host: string): string {
  * (docs/security.md, "WebSocket frames").
  */
 function zeroMask(mask: Buffer): void {
-  mask.fill(0);
+  // Four stores, not fill(): fill crosses into C++ for every frame the client sends.
+  mask[0] = 0;
+  mask[1] = 0;
+  mask[2] = 0;
+  mask[3] = 0;
 }

@@ -1,6 +1,7 @@
 import { AgentError, toAgentError } from '../errors.js';
-import type { Channel } from '../channel.js';
-import { FramedStream } from '../wire/framed-stream.js';
+import type { Channel, ChannelStream, OpenStreamOptions } from '../channel.js';
+import { FramedStream, type MessageReceiver } from '../wire/framed-stream.js';
+import { WRITTEN } from '../wire/written.js';
 import type { WireMessage } from '../wire/messages.js';
 import { LazyAbort } from '../util/lazy-abort.js';
 import type { ChannelPool } from './channel-pool.js';
@@ -18,23 +19,31 @@ export interface AttemptDeps {
 /** One handler for the rejections nobody waits on (no closure per call). */
 function ignore(): void {}
 
+function resendLater(attempt: CallAttempt): void {
+  void attempt.resend();
+}
+
 /** Calls refused unprocessed (HTTP/2 REFUSED_STREAM and the like) are resent at once, this many times. */
 const MAX_TRANSPARENT_RETRIES = 5;
 
 /** The innermost dispatch: one attempt of a call over the network. */
 export function networkDispatch(deps: AttemptDeps): Dispatch {
-  return (call: CallInfo, handler: CallHandler) => void new CallAttempt(deps, call, handler).run();
+  return (call: CallInfo, handler: CallHandler) => new CallAttempt(deps, call, handler).start();
 }
 
 /**
  * One attempt: a slot on a channel (waiting by priority if all are busy), a stream, the request, and every
  * reply passed to the handler. Never throws: every failure reaches `handler.onError` exactly once.
  */
-class CallAttempt implements CallControl {
+class CallAttempt implements CallControl, MessageReceiver {
   private channel: Channel | undefined;
   private framed: FramedStream | undefined;
   private readonly aborted = new LazyAbort();
   private settled = false;
+  /** The unary reply is awaited push-style (`FramedStream.listen`): messages and failures come to `onMessage`. */
+  private listening = false;
+  /** Transparent resends so far (see `failed`). */
+  private resends = 0;
 
   constructor(
     private readonly deps: AttemptDeps,
@@ -47,41 +56,127 @@ class CallAttempt implements CallControl {
     this.resetStream(reason);
   }
 
-  async run(): Promise<void> {
-    const { call, handler } = this;
-    handler.onStart?.(this);
-    for (let resend = 0; ; resend++) {
-      try {
-        const reason = this.aborted.reason ?? call.abortReason;
-        if (reason) throw reason;
-        await this.open();
-        return await this.receiveReplies();
-      } catch (error) {
-        this.releaseSlot();
-        // A call the peer refused before processing cannot have run: resend it on a fresh stream, within its deadline
-        // (a duplex call only while none of its items went out: they are not kept for a resend).
-        const resendable = error instanceof AgentError && error.unprocessed && !(call.mode === 'duplex' && outboxOf(call)?.bound);
-        if (resendable && !this.aborted.reason && !call.abortReason && resend < MAX_TRANSPARENT_RETRIES) {
-          this.framed = undefined;
-          await new Promise((resolve) => setTimeout(resolve, resend));
-          continue;
-        }
-        return this.fail(error);
+  /** Starts the attempt; every outcome reaches the handler. */
+  start(): void {
+    this.handler.onStart?.(this);
+    void this.run();
+  }
+
+  private async run(): Promise<void> {
+    const { call } = this;
+    try {
+      const reason = this.aborted.reason ?? call.abortReason;
+      if (reason) throw reason;
+      const opening = this.open();
+      if (opening) await opening;
+      // A unary call's one reply is taken where its bytes arrive (push-style, where the stream offers it): no
+      // read loop, no promise per reply. Streams read with `receive`, whose promises carry their backpressure.
+      // Listening before `listen`: it hands over at once whatever already arrived (or the stream's failure).
+      if (call.mode === 'unary') {
+        this.listening = true;
+        if (this.framed!.listen(this)) return;
+        this.listening = false;
       }
+      return await this.receiveReplies();
+    } catch (error) {
+      this.failed(error);
     }
   }
 
-  private async open(): Promise<void> {
+  /**
+   * The attempt failed: a call the peer refused before processing cannot have run, so it is resent on a fresh
+   * stream, within its deadline (a duplex call only while none of its items went out: they are not kept for a
+   * resend); anything else is the call's error.
+   */
+  private failed(error: unknown): void {
+    const { call } = this;
+    this.releaseSlot();
+    this.listening = false;
+    const resendable = error instanceof AgentError && error.unprocessed && !(call.mode === 'duplex' && outboxOf(call)?.bound);
+    if (resendable && !this.aborted.reason && !call.abortReason && this.resends < MAX_TRANSPARENT_RETRIES) {
+      this.framed = undefined;
+      setTimeout(resendLater, this.resends++, this);
+      return;
+    }
+    this.fail(error);
+  }
+
+  /** Runs the attempt again after a transparent resend's pause. */
+  resend(): Promise<void> {
+    return this.run();
+  }
+
+  /** MessageReceiver: the unary call's reply, read push-style (see `run`). */
+  onMessage(message: WireMessage | undefined): void {
+    if (!this.listening) return; // the end after the reply, or frames after a failure
+    try {
+      const aborted = this.aborted.reason ?? this.call.abortReason;
+      if (aborted) throw aborted;
+      switch (message?.type) {
+        case 'response':
+          this.succeed();
+          this.handler.onResponse?.(message.body);
+          return this.handler.onEnd();
+        case 'end':
+          this.succeed();
+          return this.handler.onEnd();
+        case 'error':
+          this.succeed();
+          return this.finishWith(new AgentError(message.code, message.message, { remote: true }));
+        default:
+          throw this.unexpected(message);
+      }
+    } catch (error) {
+      this.failed(error);
+    }
+  }
+
+  /** MessageReceiver: the stream failed (reset, channel lost, a frame breaking the rules) before the reply. */
+  onReadError(error: unknown): void {
+    if (this.listening) this.failed(error);
+  }
+
+  /**
+   * A slot, a stream and the request; undefined when all of it happened at once (a free slot, a channel that
+   * opens streams without waiting, a request the transport took), else the promise of it.
+   */
+  private open(): Promise<void> | undefined {
     const { call, deps } = this;
-    this.channel = deps.pool.tryReserve(call.peer) ?? (await deps.pool.reserve(call.peer, call.priority, this.aborted.signal));
+    const channel = deps.pool.tryReserve(call.peer);
+    if (!channel) return this.openLater();
+    this.channel = channel;
+    const stream = channel.openStreamNow?.(this.streamOptions());
+    if (!stream) return this.openOn(channel);
+    return this.sendRequest(channel, stream);
+  }
+
+  private async openLater(): Promise<void> {
+    const { call, deps } = this;
+    this.channel = await deps.pool.reserve(call.peer, call.priority, this.aborted.signal);
+    await this.openOn(this.channel);
+  }
+
+  private async openOn(channel: Channel): Promise<void> {
+    const stream = await channel.openStream(this.streamOptions());
+    const sending = this.sendRequest(channel, stream);
+    if (sending) await sending;
+  }
+
+  private streamOptions(): OpenStreamOptions {
+    const { call } = this;
     // A unary or streamed call's caller sends nothing after its request but a cancel: its side may end with the
     // peer's (on the mux, no FIN of ours crosses the pipe).
     const endsWithPeer = call.mode === 'unary' || call.mode === 'stream';
-    const stream = await this.channel.openStream({ priority: call.priority, idempotent: call.idempotent, endsWithPeer });
-    deps.pool.touch(this.channel);
-    this.framed = new FramedStream(stream, deps.maxFrameSize, deps.budget(this.channel));
+    return { priority: call.priority, idempotent: call.idempotent, endsWithPeer };
+  }
+
+  /** Sends the request on the attempt's stream; undefined when the transport took it at once. */
+  private sendRequest(channel: Channel, stream: ChannelStream): Promise<void> | undefined {
+    const { call, deps } = this;
+    // No pool.touch: the slot taken keeps the channel from idling and from eviction, and its release stamps the use.
+    const framed = (this.framed = new FramedStream(stream, deps.maxFrameSize, deps.budget(channel)));
     if (this.aborted.reason) this.resetStream(this.aborted.reason);
-    await this.framed.send({
+    const sent = framed.send({
       type: 'request',
       method: call.method,
       timeoutMs: call.remainingMs(),
@@ -90,11 +185,15 @@ class CallAttempt implements CallControl {
       body: call.body,
       mode: call.mode,
     });
-    if (call.mode === 'duplex') {
-      const outbox = outboxOf(call);
-      if (!outbox) throw new AgentError('INVALID_ARGUMENT', `${call.method}: a duplex call is made with agent.duplex()`);
-      outbox.attach(this.framed);
-    }
+    if (call.mode === 'duplex') return this.attachOutbox(sent, framed);
+    return sent === WRITTEN ? undefined : sent;
+  }
+
+  private async attachOutbox(sent: Promise<void>, framed: FramedStream): Promise<void> {
+    await sent;
+    const outbox = outboxOf(this.call);
+    if (!outbox) throw new AgentError('INVALID_ARGUMENT', `${this.call.method}: a duplex call is made with agent.duplex()`);
+    outbox.attach(framed);
   }
 
   private async receiveReplies(): Promise<void> {
@@ -139,11 +238,14 @@ class CallAttempt implements CallControl {
     this.settled = true;
     const stream = this.framed?.stream;
     if (stream) {
-      stream.end().catch(ignore);
+      const ended = stream.end();
+      if (ended !== WRITTEN) ended.catch(ignore);
       // The peer ends its side right after its last message; reading that end lets transports that track a
-      // stream until both ends are seen (QUIC) release it now rather than at the channel's close.
-      stream.read().catch(ignore);
+      // stream until both ends are seen (QUIC) release it now rather than at the channel's close. A reply read
+      // push-style reads that end anyway.
+      if (!this.listening) stream.read().catch(ignore);
     }
+    this.listening = false;
     this.releaseSlot();
   }
 

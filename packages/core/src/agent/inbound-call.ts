@@ -1,7 +1,8 @@
 import { AgentError, toAgentError } from '../errors.js';
 import type { Channel, ChannelStream } from '../channel.js';
 import type { Refusal } from '../listener/refusal.js';
-import { FramedStream } from '../wire/framed-stream.js';
+import { FramedStream, type MessageReceiver } from '../wire/framed-stream.js';
+import { WRITTEN } from '../wire/written.js';
 import type { CallMode, Priority, WireMessage } from '../wire/messages.js';
 import { deadlineTimer } from '../util/timer.js';
 import { LazyAbort } from '../util/lazy-abort.js';
@@ -100,7 +101,7 @@ function refuseStream(stream: ChannelStream, channel: Channel, deps: InboundDeps
  * One call a peer made, as inbound interceptors see it (the same `CallInfo` outbound interceptors see, with the
  * caller as `peer`), and the terminal that runs the handler. `reply` writes what the handler produces.
  */
-class InboundCall implements CallInfo, CallControl {
+class InboundCall implements CallInfo, CallControl, MessageReceiver {
   readonly direction = 'inbound';
   readonly idempotent = false;
   readonly deadline: number | undefined;
@@ -111,6 +112,8 @@ class InboundCall implements CallInfo, CallControl {
   private timer: NodeJS.Timeout | undefined;
   replied = false;
   private watching = false;
+  /** The watch on the caller saw what ended it (see `watchCaller`). */
+  private watchSettled = false;
   /** Duplex calls: the caller's items, read while the handler runs. */
   private readonly incoming: IncomingItems | undefined;
 
@@ -232,14 +235,14 @@ class InboundCall implements CallInfo, CallControl {
     if (timeoutMs !== null && this.timer === undefined) {
       this.timer = deadlineTimer(timeoutMs, () => this.abort(new AgentError('DEADLINE_EXCEEDED', `deadline of ${timeoutMs} ms exceeded`)));
     }
-    if (watchCaller && !this.watching) void this.watchCaller();
+    if (watchCaller && !this.watching) this.watchCaller();
   }
 
   /** The call is over: its deadline no longer matters; a caller whose end we never read is read now. */
   finished(): void {
     clearTimeout(this.timer);
     this.incoming?.drop(); // the caller's items still on their way are read and discarded
-    if (!this.watching) void this.watchCaller(); // reads the caller's end, which frees the stream
+    if (!this.watching) this.watchCaller(); // reads the caller's end, which frees the stream
   }
 
   /** Accepts a tunnel: the `response` frame, then the raw stream is the handler's. */
@@ -284,27 +287,53 @@ class InboundCall implements CallInfo, CallControl {
     }
   }
 
-  /** After the request the caller sends nothing until it is done; anything else means it gave up. */
-  private async watchCaller(): Promise<void> {
+  /**
+   * After the request the caller sends nothing until it is done; anything else means it gave up. Read push-style
+   * where the stream offers it (`onMessage`): a unary call's caller end, already there once the reply went, is
+   * taken at once, with no read loop or promise.
+   */
+  private watchCaller(): void {
     this.watching = true;
-    if (this.incoming) return this.incoming.read(this.framed, this);
+    if (this.incoming) void this.incoming.read(this.framed, this);
+    else if (!this.framed.listen(this)) void this.readCaller();
+  }
+
+  /** `watchCaller` on a stream that cannot push: a read loop. */
+  private async readCaller(): Promise<void> {
     try {
       for (;;) {
         const message = await this.framed.receive();
-        if (message === undefined) {
-          if (!this.replied) this.abort(new AgentError('CANCELLED', 'caller ended the stream'));
-          return;
-        }
-        if (message.type === 'cancel') {
-          this.abort(new AgentError(message.code, message.message, { remote: true }));
-          return;
-        }
-        this.abort(new AgentError('PROTOCOL_ERROR', `unexpected ${message.type} from the caller`));
-        return;
+        if (this.callerSent(message)) return;
       }
     } catch (error) {
-      this.abort(toAgentError(error, 'CANCELLED'));
+      this.onReadError(error);
     }
+  }
+
+  /** What the caller sent after its request: true once that settled the watch (it always does). */
+  private callerSent(message: WireMessage | undefined): boolean {
+    if (message === undefined) {
+      if (!this.replied) this.abort(new AgentError('CANCELLED', 'caller ended the stream'));
+    } else if (message.type === 'cancel') {
+      this.abort(new AgentError(message.code, message.message, { remote: true }));
+    } else {
+      this.abort(new AgentError('PROTOCOL_ERROR', `unexpected ${message.type} from the caller`));
+    }
+    return true;
+  }
+
+  /** MessageReceiver (`watchCaller`, push-style): the first message settles the watch; later ones are dropped. */
+  onMessage(message: WireMessage | undefined): void {
+    if (this.watchSettled) return;
+    this.watchSettled = true;
+    this.callerSent(message);
+  }
+
+  /** MessageReceiver: the stream failed under the watch (reset, channel lost, a frame breaking the rules). */
+  onReadError(error: unknown): void {
+    if (this.watchSettled) return;
+    this.watchSettled = true;
+    this.abort(toAgentError(error, 'CANCELLED'));
   }
 
   private checkNotAborted(): void {
@@ -359,10 +388,14 @@ class ReplyWriter implements CallHandler {
     const message: WireMessage = this.held ? { type: 'response', body: this.heldBody } : { type: 'end' };
     this.held = false;
     this.heldBody = undefined;
-    call.framed.sendLast(message).catch((error: unknown) => {
-      // The caller's reset failed the write: the call is aborted already, or the failure goes out as the reply.
-      if (!call.abortReason) void call.replyError(toAgentError(error, 'UNAVAILABLE'));
-    });
+    const sent = call.framed.sendLast(message);
+    // A write the transport took at once cannot fail later: no handler (and no closure) for it.
+    if (sent !== WRITTEN) {
+      sent.catch((error: unknown) => {
+        // The caller's reset failed the write: the call is aborted already, or the failure goes out as the reply.
+        if (!call.abortReason) void call.replyError(toAgentError(error, 'UNAVAILABLE'));
+      });
+    }
     call.finished();
   }
 

@@ -1,7 +1,7 @@
 import { WRITTEN } from '../wire/written.js';
 import { AgentError } from '../errors.js';
 import type { ChannelStream } from '../channel.js';
-import { ChunkQueue } from '../util/chunk-queue.js';
+import { ChunkQueue, type ChunkSink } from '../util/chunk-queue.js';
 import type { Priority } from '../wire/messages.js';
 import { MuxFrameFlag } from './mux-frame.js';
 
@@ -194,6 +194,10 @@ export class MuxStream implements ChannelStream {
     return this.incoming.readNow();
   }
 
+  listen(sink: ChunkSink): void {
+    this.incoming.listen(sink);
+  }
+
   reset(reason: AgentError): void {
     if (this.failure || (this.localEnded && this.remoteEnded)) return;
     if (this.announced) this.host.sendReset(this.id, reason); // an unannounced stream is unknown to the peer
@@ -217,6 +221,7 @@ export class MuxStream implements ChannelStream {
       this.host.rttSample(this.host.now() - this.probe.at);
       this.probe = undefined;
     }
+    if (last) return this.remoteEnd(chunk);
     this.incoming.push(chunk);
   }
 
@@ -228,14 +233,24 @@ export class MuxStream implements ChannelStream {
 
   onFin(): void {
     if (this.failure || this.remoteEnded) return;
+    this.remoteEnd(undefined);
+  }
+
+  /**
+   * The peer ended its side, with `lastChunk` when the FIN came folded into its last data frame. Both ends are
+   * settled before the chunk is queued: a push-style reader (`listen`) handed it may end or reset the stream in
+   * that callback, and must find our side already ended with the peer's (else it would send a FIN of its own).
+   */
+  private remoteEnd(lastChunk: Uint8Array | undefined): void {
     this.remoteEnded = true;
-    this.incoming.end();
     if (this.endsWithPeer && !this.isRemote && !this.localEnded) {
       // Our side ends with the peer's (we said so on OPEN): no FIN of ours. A write still waiting for credit
       // can never be read now.
       this.localEnded = true;
       if (this.creditWaiters.length > 0) this.rejectWriters(new AgentError('CLOSED', 'the peer ended the stream'));
     }
+    if (lastChunk) this.incoming.push(lastChunk);
+    this.incoming.end();
     this.releaseIfDone();
   }
 

@@ -172,11 +172,17 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     return this.pipe.bufferedAmount > this.highWaterMark;
   }
 
-  /** Opens a stream to the peer, waiting for a stream slot within the peer's limit. */
+  /** Opens a stream to the peer; rejects once the channel is closed or its stream ids are used up. */
   async openStream(options?: OpenStreamOptions): Promise<ChannelStream> {
     if (this.closeReason) throw this.closeReason;
+    if (this.nextId > 0xffff_ffff) throw new AgentError('RESOURCE_EXHAUSTED', 'stream ids exhausted on this channel');
+    return this.openStreamNow(options)!;
+  }
+
+  /** A stream at once (announced by its first frame); undefined when `openStream` would reject. */
+  openStreamNow(options?: OpenStreamOptions): MuxStream | undefined {
     const id = this.nextId;
-    if (id > 0xffff_ffff) throw new AgentError('RESOURCE_EXHAUSTED', 'stream ids exhausted on this channel');
+    if (this.closeReason || id > 0xffff_ffff) return undefined;
     this.nextId += 2;
     // Announced lazily, by its first frame: a call's OPEN and request leave as one message.
     const stream = new MuxStream(id, this, this.window, this.peerWindow, 'local');

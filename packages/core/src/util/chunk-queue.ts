@@ -1,6 +1,18 @@
 import { AgentError } from '../errors.js';
 
 /**
+ * A push-style reader (ChannelStream.listen): handed each chunk, then the end or the failure, in the transport's
+ * callback that brought them, with no promise per chunk.
+ */
+export interface ChunkSink {
+  onChunk(chunk: Uint8Array): void;
+  /** The peer ended its side after the chunks handed over. */
+  onEnd(): void;
+  /** Reset or channel loss; nothing follows. */
+  onError(error: AgentError): void;
+}
+
+/**
  * The read side every byte-stream channel needs: chunks in arrival order, one reader at a time, a clean end, and
  * a failure that wins over anything still queued (a reset discards unread data). `onConsumed` tells the owner
  * when bytes left the queue, which is where flow control grants credit or resumes a paused source.
@@ -11,6 +23,8 @@ export class ChunkQueue {
   private ended = false;
   private failure: AgentError | undefined;
   private reader: { resolve(chunk: Uint8Array | undefined): void; reject(error: AgentError): void } | undefined;
+  /** The push-style reader, once `listen` made one: it takes every chunk from then on, instead of `read`. */
+  private sink: ChunkSink | undefined;
 
   constructor(private readonly onConsumed: (bytes: number) => void = () => undefined) {}
 
@@ -27,6 +41,12 @@ export class ChunkQueue {
   /** Adds a chunk that arrived; a reader waiting gets it at once. */
   push(chunk: Uint8Array): void {
     if (this.closed) return;
+    const { sink } = this;
+    if (sink) {
+      this.onConsumed(chunk.length);
+      sink.onChunk(chunk);
+      return;
+    }
     const reader = this.reader;
     if (reader) {
       this.reader = undefined;
@@ -42,6 +62,12 @@ export class ChunkQueue {
   end(): void {
     if (this.closed) return;
     this.ended = true;
+    const { sink } = this;
+    if (sink) {
+      this.sink = undefined;
+      sink.onEnd();
+      return;
+    }
     const reader = this.reader;
     if (reader && this.chunks.length === 0) {
       this.reader = undefined;
@@ -58,11 +84,34 @@ export class ChunkQueue {
     const reader = this.reader;
     this.reader = undefined;
     reader?.reject(reason);
+    const { sink } = this;
+    this.sink = undefined;
+    sink?.onError(reason);
+  }
+
+  /**
+   * Push-style reading: the chunks queued now and every later one go to `sink` (in the caller of `push`), then
+   * the end or the failure; `read` and `readNow` are not used after it. Delivers what is queued before returning.
+   */
+  listen(sink: ChunkSink): void {
+    if (this.reader || this.sink) throw new AgentError('INVALID_ARGUMENT', 'concurrent read on one stream');
+    if (this.failure) return sink.onError(this.failure);
+    this.sink = sink;
+    while (this.chunks.length > 0 && this.sink === sink) {
+      const chunk = this.chunks.shift()!;
+      this.queued -= chunk.length;
+      this.onConsumed(chunk.length);
+      sink.onChunk(chunk);
+    }
+    if (this.ended && this.sink === sink) {
+      this.sink = undefined;
+      sink.onEnd();
+    }
   }
 
   /** A chunk already queued, taken without waiting; undefined when none is (the end and a failure are for `read`). */
   readNow(): Uint8Array | undefined {
-    if (this.failure) return undefined;
+    if (this.failure || this.sink) return undefined;
     const chunk = this.chunks.shift();
     if (!chunk) return undefined;
     this.queued -= chunk.length;
@@ -80,7 +129,7 @@ export class ChunkQueue {
       return Promise.resolve(chunk);
     }
     if (this.ended) return Promise.resolve(undefined);
-    if (this.reader) return Promise.reject(new AgentError('INVALID_ARGUMENT', 'concurrent read on one stream'));
+    if (this.reader || this.sink) return Promise.reject(new AgentError('INVALID_ARGUMENT', 'concurrent read on one stream'));
     return new Promise((resolve, reject) => (this.reader = { resolve, reject }));
   }
 }

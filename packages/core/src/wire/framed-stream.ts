@@ -7,6 +7,15 @@ import { FrameDecoder } from './frame-decoder.js';
 import { decodeBinaryFrame } from './binary-frames.js';
 import { readU32 } from '../util/bytes.js';
 import type { WireMessage } from './messages.js';
+import type { ChunkSink } from '../util/chunk-queue.js';
+
+/** A push-style reader of whole messages (`FramedStream.listen`). */
+export interface MessageReceiver {
+  /** The next message, or undefined when the peer ended the stream cleanly between frames. */
+  onMessage(message: WireMessage | undefined): void;
+  /** What `receive` would have thrown: a reset, a lost channel, a frame that breaks the rules. Nothing follows. */
+  onReadError(error: unknown): void;
+}
 
 /**
  * Bytes of item frames gathered into one write (see `sendItem`): a burst of tokens crosses the transport in
@@ -23,7 +32,7 @@ const SMALL_ITEM_ROOM = 8 + 3 * 255;
 const NONE: Uint8Array[] = [];
 
 /** Whole agentlink messages over a channel's byte stream: the one place framing meets a transport. */
-export class FramedStream implements BudgetHolder {
+export class FramedStream implements BudgetHolder, ChunkSink {
   private readonly decoder: FrameDecoder;
   /**
    * Frames decoded and not yet returned: `ready` from `readyAt` on. Read by index, not `shift()`: a 16 KiB chunk of
@@ -53,6 +62,8 @@ export class FramedStream implements BudgetHolder {
   private tail: Promise<void> | undefined;
   /** The first write that failed: every later send fails with it, and batched items are dropped. */
   private writeFailure: unknown;
+  /** The push-style reader, once `listen` made one. */
+  private receiver: MessageReceiver | undefined;
 
   constructor(
     readonly stream: ChannelStream,
@@ -341,6 +352,53 @@ export class FramedStream implements BudgetHolder {
       for (const frame of frames) this.ready.push(frame);
     }
     this.budget?.set(this, this.decoder.footprint);
+  }
+
+  /**
+   * Push-style reading, where the stream offers it (ChannelStream.listen): every message from now on goes to
+   * `receiver` in the transport's callback that brought its bytes, then the end or a failure; `receive` is not
+   * used after it. False (and nothing changed) when the stream cannot push or messages are already decoded
+   * here: then read with `receive`. A receiver that wants no more (it reset the stream) is told nothing further.
+   */
+  listen(receiver: MessageReceiver): boolean {
+    const { stream } = this;
+    if (!stream.listen || this.receiver || this.readyAt < this.ready.length) return false;
+    this.receiver = receiver;
+    stream.listen(this);
+    return true;
+  }
+
+  /** ChunkSink: a chunk for the push-style reader. */
+  onChunk(chunk: Uint8Array): void {
+    const receiver = this.receiver!;
+    let message: WireMessage | undefined;
+    try {
+      message = this.wholeFrame(chunk);
+      if (message) return receiver.onMessage(message);
+      this.take(chunk);
+      while ((message = this.takeReady())) receiver.onMessage(message);
+    } catch (error) {
+      // A frame that breaks the rules: the receiver resets the stream (as `receive`'s caller does).
+      this.ready = NONE;
+      this.readyAt = 0;
+      receiver.onReadError(error);
+    }
+  }
+
+  /** ChunkSink: the peer's end. */
+  onEnd(): void {
+    if (!this.decoder.idle) {
+      this.budget?.set(this, 0);
+      this.receiver!.onReadError(new AgentError('UNAVAILABLE', 'stream ended inside a frame: the connection was lost'));
+      return;
+    }
+    this.receiver!.onMessage(undefined);
+  }
+
+  /** ChunkSink: a reset or the channel's loss. */
+  onError(error: AgentError): void {
+    this.budget?.set(this, 0);
+    this.receiver!.onReadError(error);
   }
 
   evict(reason: AgentError): void {

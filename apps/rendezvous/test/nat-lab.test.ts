@@ -116,8 +116,8 @@ describe('NAT lab (network namespaces, as root)', () => {
     await caller.next((v) => v.streaming === true);
     sideB.blockUdpTo('198.51.100.11', false); // the firewall opens mid-stream
     const done = await caller.next((v) => v.done === true, 120_000);
-    expect((done.events as Array<{ path: string }>).map((e) => e.path)).toEqual(['relay', 'punched']);
-    expect(done.pathAfter).toBe('punched');
+    // Both together, so that a failure shows which side's dial landed (pathAfter, channels) as well as the events.
+    expect({ events: (done.events as Array<{ path: string }>).map((e) => e.path), pathAfter: done.pathAfter, channels: done.channels }).toMatchObject({ events: ['relay', 'punched'], pathAfter: 'punched' });
     // Every token the server sent arrived, in order, across the switch, and the stream went on over the new path.
     expect(done.received).toBe(done.sent);
     expect(done.inOrder).toBe(true);

@@ -33,6 +33,8 @@ export interface PathStrategyOptions {
  */
 export class PathStrategy {
   private readonly upgrades = new Map<AgentId, NodeJS.Timeout>();
+  /** Channels already reported as a path: each is news once (the peer's dial and ours may both land). */
+  private readonly reported = new WeakSet<Channel>();
 
   constructor(
     private readonly agent: Agent,
@@ -64,10 +66,21 @@ export class PathStrategy {
     return this.found(peer, 'relay', relayed);
   }
 
-  /** A channel the puncher found after the peer asked for it: to the pool, labelled. */
+  /** A channel the puncher found after the peer asked for it: to the pool, labelled, and reported. */
   punchedFromPeer(channel: Channel): void {
     this.history.recordSuccess(channel.peer);
     this.context.onChannel(channel, 'punched');
+    this.announce(channel.peer, 'punched', channel);
+  }
+
+  /**
+   * The peer's dial reached us while we punched towards it (a QUIC channel labelled `punched` as it entered the
+   * pool): either side's dial may be the one that lands, and when it is the peer's, this is the upgrade — without
+   * it a relayed peer's upgrade went unreported and the retries stopped (a direct channel is there) in silence.
+   */
+  punchedArrived(channel: Channel): void {
+    this.history.recordSuccess(channel.peer);
+    this.announce(channel.peer, 'punched', channel);
   }
 
   close(): void {
@@ -87,8 +100,20 @@ export class PathStrategy {
 
   private found(peer: AgentId, path: ChannelPath, channel: Channel): Channel {
     channel.path = path;
-    this.report(peer, path, channel);
+    this.announce(peer, path, channel);
     return channel;
+  }
+
+  /**
+   * Reports a path, once per change: when both sides' dials land, the second direct channel is no news (and a
+   * direct path is not reported again while another is open). The relay is reported whenever it is found.
+   */
+  private announce(peer: AgentId, path: ChannelPath, channel: Channel): void {
+    if (this.reported.has(channel)) return;
+    const alreadyDirect = this.agent.channels(peer).some((c) => c !== channel && !c.isClosed && c.path !== undefined && c.path !== 'relay');
+    if (path !== 'relay' && alreadyDirect) return;
+    this.reported.add(channel);
+    this.report(peer, path, channel);
   }
 
   /** A punch, remembered: a failure makes the next connection to this peer race the relay from the start. */
@@ -102,7 +127,7 @@ export class PathStrategy {
   /** Our dial failed but the peer's reached us (we are the reachable side): the pool already has that channel. */
   private arrivedFromPeer(peer: AgentId): boolean {
     const arrived = this.agent.channels(peer).find((c) => !c.isClosed && c.path !== 'relay');
-    if (arrived) this.report(peer, arrived.path ?? 'direct', arrived);
+    if (arrived) this.announce(peer, arrived.path ?? 'direct', arrived);
     return arrived !== undefined;
   }
 
@@ -152,7 +177,7 @@ export class PathStrategy {
             if (settle(() => resolve(this.found(peer, 'punched', channel)))) return;
             // The relay came first and carried the first call: new calls move to this direct path.
             this.context.onChannel(channel, 'punched');
-            this.report(peer, 'punched', channel);
+            this.announce(peer, 'punched', channel);
             return;
           }
           punchFailed = true;
@@ -187,7 +212,7 @@ export class PathStrategy {
       const channel = await this.punch(peer, this.closing).catch(() => undefined);
       if (channel) {
         this.context.onChannel(channel, 'punched');
-        this.report(peer, 'punched', channel);
+        this.announce(peer, 'punched', channel);
       } else this.scheduleUpgrade(peer);
     }, this.options.upgradeIntervalMs);
     timer.unref();

@@ -234,7 +234,10 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
    * keeping the other's dial): the agent asks as the channel enters its pool.
    */
   pathOf(channel: Channel): ChannelPath | undefined {
-    return channel.kind === 'quic' && this.puncher?.isPunching(channel.peer) ? 'punched' : undefined;
+    if (channel.kind !== 'quic' || !this.puncher?.isPunching(channel.peer)) return undefined;
+    // Reported once it is in the pool (the agent adds it right after asking), as our own punch's channel is.
+    queueMicrotask(() => this.strategy.punchedArrived(channel));
+    return 'punched';
   }
 }
 

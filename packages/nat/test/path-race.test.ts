@@ -177,6 +177,31 @@ describe('punch and relay race', () => {
     expect(h.punches).toHaveLength(3); // upgraded: no more retries
   });
 
+  it("relayed, and the peer's dial lands before ours: the upgrade is reported once, and the retries stop", async () => {
+    const h = harness('cone', 0);
+    const connecting = h.strategy.connect(peer, record('cone'), new AbortController().signal);
+    await vi.advanceTimersByTimeAsync(0);
+    const relayed = fakeChannel('relay');
+    h.pool.push(relayed);
+    h.relays[0]!.resolve(relayed);
+    await connecting;
+    h.punches[0]!.resolve(undefined); // our dial did not get through
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(h.punches).toHaveLength(2); // the first retry is under way
+    const theirs = fakeChannel('punched'); // the peer's dial reached us: labelled as it entered the pool
+    h.pool.push(theirs);
+    h.strategy.punchedArrived(theirs);
+    expect(h.reported.map((r) => r.path)).toEqual(['relay', 'punched']);
+    const ours = fakeChannel(); // our retry lands too: a second direct channel, no news
+    h.punches[1]!.resolve(ours);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(h.onChannel).toHaveBeenCalledWith(ours, 'punched');
+    h.strategy.punchedArrived(theirs); // and one channel is reported once
+    expect(h.reported.map((r) => r.path)).toEqual(['relay', 'punched']);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(h.punches).toHaveLength(2); // upgraded: no more retries
+  });
+
   it('fails with the relay error only when the punch failed too', async () => {
     const h = harness('cone', 0);
     const connecting = h.strategy.connect(peer, record('symmetric'), new AbortController().signal);

@@ -140,6 +140,7 @@ if (args.mode === 'serve') {
       events,
       pathAfter: after.path,
       kindAfter: after.kind,
+      channels: agent.channels(args.target!).map((c) => ({ kind: c.kind, path: c.path, closed: c.isClosed })),
     });
   }
   await agent.close();

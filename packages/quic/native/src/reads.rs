@@ -141,9 +141,11 @@ async fn read_once(armed: Armed) -> Done {
     let outcome = async {
         let mut guard = recv.lock().await;
         let recv = guard.as_mut().ok_or_else(|| "CLOSED|stream released".to_string())?;
+        // A reset asked before this read got the stream has stopped it already: report the reset, not quinn's end.
         let first = tokio::select! {
-            result = recv.read_chunk(max, true) => result.map_err(|e| read_error(e).reason)?,
+            biased;
             code = wait_for_reset(&mut reset) => return Err(coded("LOCAL_RESET", code).reason),
+            result = recv.read_chunk(max, true) => result.map_err(|e| read_error(e).reason)?,
         };
         let mut out = Gathered::default();
         let Some(first) = first else { return Ok((out, true)) };

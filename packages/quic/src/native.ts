@@ -30,6 +30,8 @@ export interface NativeReadEvent {
   data?: Buffer | null;
   fin: boolean;
   error?: string | null;
+  /** With push accepts: a stream the peer opened (token 0), in the order they were opened. */
+  stream?: NativeStream | null;
 }
 
 export interface NativeConnection {
@@ -45,8 +47,11 @@ export interface NativeConnection {
   acceptStream(): Promise<NativeStream | null>;
   /** Waits for a stream the peer opened and takes every other one already opened with it; empty once closed. */
   acceptStreams(): Promise<NativeStream[]>;
-  /** Starts push reads: `onReady` is called once per batch of finished reads, which `takeReads` then returns. */
-  startReads(onReady: () => void): boolean;
+  /**
+   * Starts push reads: `onReady` is called once per batch of finished reads, which `takeReads` then returns. With
+   * `accept`, streams the peer opens come in the same batches (then never call `acceptStreams`).
+   */
+  startReads(onReady: () => void, accept?: boolean): boolean;
   takeReads(): NativeReadEvent[];
   close(code: number, reason: string): void;
   closed(): Promise<string>;

@@ -8,15 +8,20 @@ export interface PushReader {
 /**
  * A connection's push reads (native/src/reads.rs): a stream arms a read with its token, the engine waits on every
  * armed stream in one task and calls back once per batch of finished reads, and this hands each to its stream.
- * One crossing per batch instead of an async call (a task, a promise, a wake) per stream and read.
+ * One crossing per batch instead of an async call (a task, a promise, a wake) per stream and read; with push
+ * accepts, the streams the peer opened come in the same batches.
  */
 export class PushReads {
   private readonly waiting = new Map<number, PushReader>();
   private nextToken = 0;
   readonly running: boolean;
 
-  constructor(private readonly connection: NativeConnection) {
-    this.running = connection.startReads(this.ready);
+  /** `onAccepted`: streams the peer opens come in the same batches (push accepts) instead of `acceptStreams`. */
+  constructor(
+    private readonly connection: NativeConnection,
+    private readonly onAccepted?: (stream: NativeStream) => void,
+  ) {
+    this.running = connection.startReads(this.ready, onAccepted !== undefined);
   }
 
   /** A token for a new stream: one read at a time per stream, so one token per stream is enough. */
@@ -34,6 +39,10 @@ export class PushReads {
 
   private readonly ready = (): void => {
     for (const event of this.connection.takeReads()) {
+      if (event.stream) {
+        this.onAccepted?.(event.stream);
+        continue;
+      }
       const reader = this.waiting.get(event.token);
       if (!reader) continue;
       this.waiting.delete(event.token);

@@ -29,7 +29,8 @@ export class QuicChannel implements Channel {
     onStream: (stream: ChannelStream, channel: Channel) => void,
   ) {
     this.remoteAddress = connection.remoteAddress;
-    this.reads = new PushReads(connection);
+    // Reads and the streams the peer opens come in batches from one engine task per connection (push-reads.ts).
+    this.reads = new PushReads(connection, (native) => onStream(this.track(native, false), this));
     this.closed = connection.closed().then((message) => {
       this.closeReason ??= fromNative(new Error(message));
       connection.release(); // free the connection's state now, not at the next garbage collection
@@ -42,7 +43,7 @@ export class QuicChannel implements Channel {
         if (this.handshake === done) this.handshake = undefined;
       });
     }
-    void this.acceptStreams(onStream);
+    if (!this.reads.running) void this.acceptStreams(onStream);
   }
 
   /**

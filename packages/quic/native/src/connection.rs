@@ -7,7 +7,7 @@ use tokio::sync::watch;
 use crate::admission::Admitted;
 use crate::errors::{coded, connection_error};
 use crate::live::{Live, CONNECTIONS};
-use crate::reads::{Armed, ReadEvent, ReadPump, ReadsReady};
+use crate::reads::{Accepting, Armed, ReadEvent, ReadPump, ReadsReady};
 use crate::stream::QuicStream;
 use crate::stream_credit::StreamCredit;
 
@@ -169,12 +169,14 @@ impl QuicConnection {
     }
 
     /// Starts push reads: streams made from now on can `arm_read`, and `on_ready` is called (with nothing) whenever
-    /// finished reads wait in `take_reads` — once per batch, not per read. Once per connection (later calls do
-    /// nothing); false when the connection is already released.
+    /// finished reads wait in `take_reads` — once per batch, not per read. With `accept`, the streams the peer
+    /// opens come the same way (events with `stream`), and `accept_streams` must not be used. Once per connection
+    /// (later calls do nothing); false when the connection is already released.
     #[napi]
-    pub fn start_reads(&self, on_ready: ReadsReady) -> bool {
+    pub fn start_reads(&self, on_ready: ReadsReady, accept: Option<bool>) -> bool {
         let Ok(connection) = self.get() else { return false };
-        let _ = self.reads.get_or_init(|| ReadPump::start(connection, on_ready));
+        let accepting = accept.unwrap_or(false).then(|| Accepting { credit: self.credit.clone() });
+        let _ = self.reads.get_or_init(|| ReadPump::start(connection, on_ready, accepting));
         true
     }
 

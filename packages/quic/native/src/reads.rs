@@ -17,7 +17,8 @@ use quinn::{Connection, RecvStream};
 use tokio::sync::{mpsc, watch, Mutex};
 
 use crate::errors::{coded, read_error};
-use crate::stream::{drain_ready, Gathered};
+use crate::stream::{drain_ready, Gathered, QuicStream};
+use crate::stream_credit::StreamCredit;
 
 /// What JavaScript is called with when reads are ready: nothing, it then calls `take_reads`.
 pub type ReadsReady = ThreadsafeFunction<(), Unknown<'static>, (), Status, false>;
@@ -30,20 +31,28 @@ pub struct Armed {
     pub reset: watch::Receiver<Option<u32>>,
 }
 
-/// A finished read: bytes (possibly with the peer's end), the end alone, or a failure (`CODE|detail`).
-struct Done {
-    token: u32,
-    outcome: std::result::Result<(Gathered, bool), String>,
+/// A finished read: bytes (possibly with the peer's end), the end alone, or a failure (`CODE|detail`); or a
+/// stream the peer opened (push accepts), which carries no token.
+enum Done {
+    Read { token: u32, outcome: std::result::Result<(Gathered, bool), String> },
+    Accepted(QuicStream),
 }
 
 /// One read as JavaScript sees it: `data` (absent when only the end arrived), `fin` when the peer's end was
-/// reached with or after it, `error` (`CODE|detail`, as thrown errors carry) when the read failed.
-#[napi(object)]
+/// reached with or after it, `error` (`CODE|detail`, as thrown errors carry) when the read failed. With push
+/// accepts, a stream the peer opened comes as `stream` (token 0), in the order the peer opened them.
+#[napi(object, object_from_js = false)]
 pub struct ReadEvent {
     pub token: u32,
     pub data: Option<Buffer>,
     pub fin: bool,
     pub error: Option<String>,
+    pub stream: Option<QuicStream>,
+}
+
+/// What push accepts need to make a stream the peer opened (connection.rs does the same for `accept_streams`).
+pub struct Accepting {
+    pub credit: Arc<StreamCredit>,
 }
 
 #[derive(Default)]
@@ -61,10 +70,11 @@ pub struct ReadPump {
 
 impl ReadPump {
     /// Starts the connection's read task; it ends once the connection is closed and every armed read reported.
-    pub fn start(connection: Connection, notify: ReadsReady) -> Self {
+    pub fn start(connection: Connection, notify: ReadsReady, accepting: Option<Accepting>) -> Self {
         let (armed, queue) = mpsc::unbounded_channel();
         let ready = Arc::new(StdMutex::new(Ready::default()));
-        napi::bindgen_prelude::spawn(run(connection, queue, ready.clone(), notify));
+        let arming = accepting.as_ref().map(|_| armed.clone());
+        napi::bindgen_prelude::spawn(run(connection, queue, ready.clone(), notify, accepting.zip(arming)));
         Self { armed, ready }
     }
 
@@ -79,27 +89,43 @@ impl ReadPump {
             std::mem::take(&mut ready.done)
         };
         done.into_iter()
-            .map(|done| match done.outcome {
-                Ok((data, fin)) => ReadEvent {
-                    token: done.token,
-                    data: (data.len > 0).then(|| data.into_vec().into()),
-                    fin,
-                    error: None,
-                },
-                Err(error) => ReadEvent { token: done.token, data: None, fin: false, error: Some(error) },
+            .map(|done| match done {
+                Done::Read { token, outcome: Ok((data, fin)) } => {
+                    ReadEvent { token, data: (data.len > 0).then(|| data.into_vec().into()), fin, error: None, stream: None }
+                }
+                Done::Read { token, outcome: Err(error) } => ReadEvent { token, data: None, fin: false, error: Some(error), stream: None },
+                Done::Accepted(stream) => ReadEvent { token: 0, data: None, fin: false, error: None, stream: Some(stream) },
             })
             .collect()
     }
 }
 
-async fn run(connection: Connection, mut queue: mpsc::UnboundedReceiver<Armed>, ready: Arc<StdMutex<Ready>>, notify: ReadsReady) {
+async fn run(
+    connection: Connection,
+    mut queue: mpsc::UnboundedReceiver<Armed>,
+    ready: Arc<StdMutex<Ready>>,
+    notify: ReadsReady,
+    accepting: Option<(Accepting, mpsc::UnboundedSender<Armed>)>,
+) {
     let mut reads = FuturesUnordered::new();
     let closed = connection.closed();
     tokio::pin!(closed);
     let mut open = true;
+    let mut accepts = accepting.is_some();
     loop {
         tokio::select! {
             biased;
+            accepted = connection.accept_bi(), if accepts => match (accepted, &accepting) {
+                (Ok((send, recv)), Some((accepting, arming))) => {
+                    // Every other stream already opened joins the batch (as `accept_streams` does).
+                    let mut batch = vec![Done::Accepted(accepted_stream(&connection, accepting, arming, send, recv))];
+                    while let Some(Ok((send, recv))) = connection.accept_bi().now_or_never() {
+                        batch.push(Done::Accepted(accepted_stream(&connection, accepting, arming, send, recv)));
+                    }
+                    deliver(&ready, &notify, batch);
+                }
+                _ => accepts = false,
+            },
             Some(first) = reads.next(), if !reads.is_empty() => {
                 let mut batch = vec![first];
                 while let Some(Some(done)) = reads.next().now_or_never() {
@@ -155,7 +181,21 @@ async fn read_once(armed: Armed) -> Done {
         Ok((out, fin))
     }
     .await;
-    Done { token, outcome }
+    Done::Read { token, outcome }
+}
+
+fn accepted_stream(
+    connection: &Connection,
+    accepting: &Accepting,
+    arming: &mpsc::UnboundedSender<Armed>,
+    send: quinn::SendStream,
+    recv: RecvStream,
+) -> QuicStream {
+    let (slot, grant) = accepting.credit.opened();
+    if let Some(limit) = grant {
+        connection.set_max_concurrent_bi_streams(quinn::VarInt::from_u32(limit));
+    }
+    QuicStream::accepted(send, recv, slot, Some(arming.clone()))
 }
 
 /// The code of a local reset, once one is asked (never, if the stream is gone without one).

@@ -193,3 +193,48 @@ it('push reads fail with the reason: a local reset, and the peer closing the con
   client.release();
   server.release();
 });
+
+it('push accepts: the streams the peer opens come in the read batches, in order, each with its reads armed through them', async () => {
+  const { client, server } = await connectedPair();
+  const accepted: NativeStream[] = [];
+  const events: NativeReadEvent[] = [];
+  let waiters: (() => void)[] = [];
+  const next = (): Promise<void> => new Promise<void>((resolve) => waiters.push(resolve));
+  expect(
+    server.startReads(() => {
+      for (const event of server.takeReads()) {
+        if (event.stream) {
+          expect(event.token).toBe(0);
+          accepted.push(event.stream);
+        } else events.push(event);
+      }
+      const woken = waiters;
+      waiters = [];
+      for (const wake of woken) wake();
+    }, true),
+  ).toBe(true);
+  const count = 30;
+  for (let index = 0; index < count; index++) {
+    const stream = client.tryOpenStream() ?? (await client.openStream());
+    expect(stream.tryWriteFinish(Buffer.from(String(index)))).toBe(String(index).length);
+  }
+  while (accepted.length < count) await next();
+  // In the order they were opened: each one's body is its index.
+  const bodies = await Promise.all(
+    accepted.map(async (stream, index) => {
+      let body = stream.tryRead(1024)?.toString() ?? '';
+      if (body === '') {
+        expect(stream.armRead(index + 1, 1024)).toBe(true);
+        while (!events.some((event) => event.token === index + 1)) await next();
+        body = events.find((event) => event.token === index + 1)!.data?.toString() ?? '';
+      }
+      return body;
+    }),
+  );
+  expect(bodies).toEqual(Array.from({ length: count }, (_, index) => String(index)));
+  for (const stream of accepted) stream.release();
+  client.close(0, 'done');
+  await server.closed();
+  client.release();
+  server.release();
+});

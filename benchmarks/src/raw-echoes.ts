@@ -8,7 +8,7 @@ import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { Identity, publicKeyFromAgentId } from '@agentlink/core';
 import { selfSignedCertificate } from '@agentlink/core/transport';
-import type { NativeBinding, NativeStream } from '@agentlink/quic';
+import type { NativeBinding, NativeConnection, NativeReadEvent, NativeStream } from '@agentlink/quic';
 import { WebSocket, WebSocketServer } from 'ws';
 
 export interface Echo {
@@ -48,7 +48,8 @@ export async function rawWsEcho(payload: Buffer): Promise<Echo> {
   };
 }
 
-export async function rawQuicEcho(binding: NativeBinding, payload: Buffer): Promise<Echo> {
+/** `pushReads`: the caller reads its answers through the engine's push reads (one crossing per batch) instead of `read`. */
+export async function rawQuicEcho(binding: NativeBinding, payload: Buffer, options: { pushReads?: boolean } = {}): Promise<Echo> {
   const identity = Identity.generate();
   const tls = selfSignedCertificate(identity);
   const server = await binding.bindEndpoint({ host: '127.0.0.1', port: 0, cert: tls.certDer, key: tls.keyDer, accept: true });
@@ -65,13 +66,14 @@ export async function rawQuicEcho(binding: NativeBinding, payload: Buffer): Prom
   const clientTls = selfSignedCertificate(Identity.generate());
   const client = await binding.bindEndpoint({ host: '127.0.0.1', port: 0, cert: clientTls.certDer, key: clientTls.keyDer, accept: false });
   const connection = await client.dial('127.0.0.1', server.localPort, Buffer.from(publicKeyFromAgentId(identity.id)), 5000).connection();
+  const readAnswer = options.pushReads ? pushReader(connection) : readAll;
   return {
     async call() {
       const stream = connection.tryOpenStream() ?? (await connection.openStream());
       const taken = stream.tryWrite(payload);
       if (taken < payload.length) await stream.write(payload.subarray(taken));
       if (!stream.tryFinish()) await stream.finish();
-      const echoed = await readAll(stream);
+      const echoed = await readAnswer(stream);
       stream.release();
       if (echoed.length !== payload.length) throw new Error('short echo');
     },
@@ -101,4 +103,35 @@ async function readAll(stream: NativeStream): Promise<Buffer> {
     parts.push(data);
   }
   return parts.length === 1 ? parts[0]! : Buffer.concat(parts);
+}
+
+/** Reads to the end through the connection's push reads: each armed read comes back in the engine's next batch. */
+function pushReader(connection: NativeConnection): (stream: NativeStream) => Promise<Buffer> {
+  const waiting = new Map<number, (event: NativeReadEvent) => void>();
+  connection.startReads(() => {
+    for (const event of connection.takeReads()) {
+      const settle = waiting.get(event.token);
+      waiting.delete(event.token);
+      settle?.(event);
+    }
+  });
+  let tokens = 0;
+  return async (stream) => {
+    const token = ++tokens;
+    const parts: Buffer[] = [];
+    for (;;) {
+      const ready = stream.tryRead(1 << 20);
+      if (ready && ready.length === 0) break;
+      if (ready) {
+        parts.push(ready);
+        continue;
+      }
+      if (!stream.armRead(token, 1 << 20)) throw new Error('push reads not running');
+      const event = await new Promise<NativeReadEvent>((resolve) => waiting.set(token, resolve));
+      if (event.error) throw new Error(event.error);
+      if (event.data) parts.push(event.data);
+      if (event.fin || !event.data) break;
+    }
+    return parts.length === 1 ? parts[0]! : Buffer.concat(parts);
+  };
 }

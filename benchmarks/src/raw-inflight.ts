@@ -18,6 +18,7 @@ if (!native.ok) throw new Error(native.reason);
 const payload = Buffer.alloc(1024, 1);
 const subjects: Array<[string, Echo]> = [
   ['raw QUIC engine', await rawQuicEcho(native.binding, payload)],
+  ['raw QUIC engine, push reads', await rawQuicEcho(native.binding, payload, { pushReads: true })],
   ['raw ws', await rawWsEcho(payload)],
 ];
 const rates: number[][] = subjects.map(() => []);

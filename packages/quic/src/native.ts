@@ -13,6 +13,8 @@ export interface NativeStream {
   /** Bytes ready now; an empty buffer once the peer's end was reached; null when nothing is ready. */
   tryRead(max: number): Buffer | null;
   read(max: number): Promise<Buffer | null>;
+  /** Asks for the next bytes through the connection's push reads (`startReads`); false when they are not running. */
+  armRead(token: number, max: number): boolean;
   tryFinish(): boolean;
   finish(): Promise<void>;
   reset(code: number): void;
@@ -20,6 +22,16 @@ export interface NativeStream {
   cancel(code: number): boolean;
   setPriority(priority: number): void;
   release(): void;
+}
+
+/** A finished push read: bytes (absent when only the end came), the peer's end, or a failure (`CODE|detail`). */
+export interface NativeReadEvent {
+  token: number;
+  data?: Buffer | null;
+  fin: boolean;
+  error?: string | null;
+  /** With push accepts: a stream the peer opened (token 0), in the order they were opened. */
+  stream?: NativeStream | null;
 }
 
 export interface NativeConnection {
@@ -35,6 +47,12 @@ export interface NativeConnection {
   acceptStream(): Promise<NativeStream | null>;
   /** Waits for a stream the peer opened and takes every other one already opened with it; empty once closed. */
   acceptStreams(): Promise<NativeStream[]>;
+  /**
+   * Starts push reads: `onReady` is called once per batch of finished reads, which `takeReads` then returns. With
+   * `accept`, streams the peer opens come in the same batches (then never call `acceptStreams`).
+   */
+  startReads(onReady: () => void, accept?: boolean): boolean;
+  takeReads(): NativeReadEvent[];
   close(code: number, reason: string): void;
   closed(): Promise<string>;
   release(): void;

@@ -2,6 +2,7 @@ import { AgentError, type AgentId, type ChannelPath } from '@agentlink/core';
 import { errorCodeToNumber, type Channel, type ChannelStream, type OpenStreamOptions } from '@agentlink/core/transport';
 import { fromNative } from './native-errors.js';
 import type { NativeConnection, NativeStream } from './native.js';
+import { PushReads } from './push-reads.js';
 import { QuicChannelStream } from './quic-stream.js';
 
 /** A QUIC connection as a Channel: streams map 1:1 to QUIC streams (no head-of-line blocking between calls). */
@@ -18,6 +19,8 @@ export class QuicChannel implements Channel {
    */
   private handshake: Promise<boolean> | undefined;
   private early = 0;
+  /** Reads of every stream of this connection arrive in batches (push-reads.ts). */
+  private readonly reads: PushReads;
 
   constructor(
     private readonly connection: NativeConnection,
@@ -26,6 +29,8 @@ export class QuicChannel implements Channel {
     onStream: (stream: ChannelStream, channel: Channel) => void,
   ) {
     this.remoteAddress = connection.remoteAddress;
+    // Reads and the streams the peer opens come in batches from one engine task per connection (push-reads.ts).
+    this.reads = new PushReads(connection, (native) => onStream(this.track(native, false), this));
     this.closed = connection.closed().then((message) => {
       this.closeReason ??= fromNative(new Error(message));
       connection.release(); // free the connection's state now, not at the next garbage collection
@@ -38,7 +43,7 @@ export class QuicChannel implements Channel {
         if (this.handshake === done) this.handshake = undefined;
       });
     }
-    void this.acceptStreams(onStream);
+    if (!this.reads.running) void this.acceptStreams(onStream);
   }
 
   /**
@@ -105,7 +110,7 @@ export class QuicChannel implements Channel {
 
   private track(native: NativeStream, opened: boolean): QuicChannelStream {
     this.streams++;
-    return new QuicChannelStream(native, () => this.streams--, opened);
+    return new QuicChannelStream(native, () => this.streams--, opened, this.reads);
   }
 
   private async acceptStreams(onStream: (stream: ChannelStream, channel: Channel) => void): Promise<void> {

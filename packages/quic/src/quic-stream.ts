@@ -1,7 +1,8 @@
 import { AgentError, type Priority } from '@agentlink/core';
 import { errorCodeToNumber, type ChannelStream } from '@agentlink/core/transport';
 import { fromNative } from './native-errors.js';
-import type { NativeStream } from './native.js';
+import type { NativeReadEvent, NativeStream } from './native.js';
+import type { PushReader, PushReads } from './push-reads.js';
 
 const RESOLVED = Promise.resolve();
 /** QUIC's own stream priority for agentlink's four levels (higher is sent first). */
@@ -12,7 +13,7 @@ const READ_SIZE = 1024 * 1024;
 const CORK_LIMIT = 16 * 1024;
 
 /** A QUIC stream as a ChannelStream: one agentlink call per stream, no mux on top. */
-export class QuicChannelStream implements ChannelStream {
+export class QuicChannelStream implements ChannelStream, PushReader {
   private localReset: AgentError | undefined;
   private localEnded = false;
   private remoteEnded = false;
@@ -33,6 +34,9 @@ export class QuicChannelStream implements ChannelStream {
 
   /** The read waiting in the engine, if any: a write the peer stopped fails only after it (see `writeFailed`). */
   private pendingRead: Promise<unknown> | undefined;
+  /** The armed push read's settlers (see `onRead`). */
+  private readSettlers: { resolve: (data: Uint8Array | undefined) => void; reject: (error: unknown) => void } | undefined;
+  private readonly token: number;
 
   /**
    * `onDone` runs once, when both sides ended or the stream failed: the channel's stream count. `opened`: we
@@ -42,7 +46,10 @@ export class QuicChannelStream implements ChannelStream {
     private readonly native: NativeStream,
     private readonly onDone: () => void,
     private readonly opened = false,
-  ) {}
+    private readonly reads?: PushReads,
+  ) {
+    this.token = reads?.token() ?? 0;
+  }
 
   /** Maps onto quinn's send priority: a critical stream's data leaves before a low one's on this connection. */
   setPriority(priority: Priority): void {
@@ -210,6 +217,13 @@ export class QuicChannelStream implements ChannelStream {
     } catch (error) {
       return Promise.reject(this.fail(error));
     }
+    if (this.reads?.arm(this.native, this.token, this, READ_SIZE)) {
+      const armed = new Promise<Uint8Array | undefined>((resolve, reject) => {
+        this.readSettlers = { resolve, reject };
+      });
+      this.pendingRead = armed;
+      return armed;
+    }
     const reading = this.native.read(READ_SIZE).then(
       (data) => data ?? this.remoteEnd(),
       (error: unknown) => Promise.reject(this.fail(error)),
@@ -220,6 +234,25 @@ export class QuicChannelStream implements ChannelStream {
     };
     reading.then(settled, settled);
     return reading;
+  }
+
+  /** The armed push read finished (called from the connection's batch; never throws). */
+  onRead(event: NativeReadEvent): void {
+    const settlers = this.readSettlers;
+    this.readSettlers = undefined;
+    this.pendingRead = undefined;
+    if (!settlers) return;
+    if (event.error != null) {
+      settlers.reject(this.fail(new Error(event.error)));
+      return;
+    }
+    if (event.data) {
+      // The end came with the bytes: the next `read` reports it without asking the engine.
+      if (event.fin) this.endTaken = true;
+      settlers.resolve(event.data);
+      return;
+    }
+    settlers.resolve(this.remoteEnd());
   }
 
   private ended(): void {

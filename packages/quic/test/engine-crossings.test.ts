@@ -1,7 +1,7 @@
 import { Identity, publicKeyFromAgentId } from '@agentlink/core';
 import { selfSignedCertificate } from '@agentlink/core/transport';
 import { afterEach, expect, it } from 'vitest';
-import { loadNative, type NativeBinding, type NativeConnection, type NativeStream } from '../src/native.js';
+import { loadNative, type NativeBinding, type NativeConnection, type NativeReadEvent, type NativeStream } from '../src/native.js';
 
 const cleanups: (() => void)[] = [];
 afterEach(() => cleanups.splice(0).forEach((cleanup) => cleanup()));
@@ -13,11 +13,11 @@ function binding(): NativeBinding {
 }
 
 /** A listening endpoint and a client connected to it: the two ends of one engine connection. */
-async function connectedPair(): Promise<{ client: NativeConnection; server: NativeConnection }> {
+async function connectedPair(streamWindow?: number): Promise<{ client: NativeConnection; server: NativeConnection }> {
   const engine = binding();
   const identity = Identity.generate();
   const tls = selfSignedCertificate(identity);
-  const listener = await engine.bindEndpoint({ host: '127.0.0.1', port: 0, cert: tls.certDer, key: tls.keyDer, accept: true });
+  const listener = await engine.bindEndpoint({ host: '127.0.0.1', port: 0, cert: tls.certDer, key: tls.keyDer, accept: true, ...(streamWindow ? { streamWindow } : {}) });
   const clientTls = selfSignedCertificate(Identity.generate());
   const dialer = await engine.bindEndpoint({ host: '127.0.0.1', port: 0, cert: clientTls.certDer, key: clientTls.keyDer, accept: false });
   cleanups.push(() => {
@@ -89,6 +89,152 @@ it('tryWriteFinish writes and ends a stream in one call: the peer reads the byte
   accepted!.release();
   stream.release();
   client.close(0, 'done');
+  client.release();
+  server.release();
+});
+
+/** Push reads on `connection`: every event as it is taken, and a way to wait for the next batch. */
+function pushReads(connection: NativeConnection): { events: NativeReadEvent[]; batches: () => number; next: () => Promise<void> } {
+  const events: NativeReadEvent[] = [];
+  let batches = 0;
+  let wake: (() => void) | undefined;
+  expect(
+    connection.startReads(() => {
+      batches++;
+      events.push(...connection.takeReads());
+      wake?.();
+    }),
+  ).toBe(true);
+  return { events, batches: () => batches, next: () => new Promise<void>((resolve) => (wake = resolve)) };
+}
+
+it('push reads: each armed stream\'s bytes arrive with its token and the end, in batches of one call each', async () => {
+  const { client, server } = await connectedPair();
+  const reads = pushReads(server);
+  const count = 24;
+  for (let index = 0; index < count; index++) {
+    const stream = client.tryOpenStream() ?? (await client.openStream());
+    expect(stream.tryWriteFinish(Buffer.from(`request ${index}`))).toBe(`request ${index}`.length);
+  }
+  const accepted: NativeStream[] = [];
+  while (accepted.length < count) accepted.push(...(await server.acceptStreams()));
+  // Streams accepted after startReads arm through it; one read per stream, as much as is there (≤ 1 MiB).
+  accepted.forEach((stream, index) => expect(stream.armRead(index, 1 << 20)).toBe(true));
+  const bodies = new Map<number, string>();
+  while (bodies.size < count) {
+    await reads.next();
+    for (const event of reads.events.splice(0)) {
+      expect(event.error ?? undefined).toBeUndefined();
+      if (event.data) bodies.set(event.token, (bodies.get(event.token) ?? '') + event.data.toString());
+      if (!event.fin) expect(accepted[event.token]!.armRead(event.token, 1 << 20)).toBe(true); // the end comes next
+    }
+  }
+  expect([...bodies.keys()].sort((a, b) => a - b)).toEqual(Array.from({ length: count }, (_, index) => index));
+  for (const [token, body] of bodies) expect(body).toBe(`request ${token}`);
+  expect(reads.batches()).toBeLessThanOrEqual(count);
+  for (const stream of accepted) stream.release();
+  client.close(0, 'done');
+  client.release();
+  server.release();
+});
+
+it('push reads read nothing ahead: an armed read takes at most what it asked, and a stream not armed keeps its window closed', async () => {
+  const window = 64 * 1024;
+  const { client, server } = await connectedPair(window);
+  const reads = pushReads(server);
+  const stream = client.tryOpenStream() ?? (await client.openStream());
+  const big = Buffer.alloc(4 * window, 7);
+  const taken = stream.tryWrite(big);
+  expect(taken).toBeLessThanOrEqual(window);
+  const writing = stream.write(big.subarray(taken)); // waits for credit the reader gives back
+  const [accepted] = await server.acceptStreams();
+  // A second stream's round trip: the first one's credit had time to come back if anything had read it.
+  const probe = client.tryOpenStream() ?? (await client.openStream());
+  expect(probe.tryWriteFinish(Buffer.from('probe'))).toBe(5);
+  const [probed] = await server.acceptStreams();
+  expect(probed!.armRead(99, 1024)).toBe(true);
+  while (!reads.events.some((event) => event.token === 99)) await reads.next();
+  expect(stream.tryWrite(Buffer.from('more'))).toBe(0); // still no credit: nobody read the first stream
+  let received = 0;
+  while (received < big.length) {
+    expect(accepted!.armRead(1, 1000)).toBe(true);
+    while (!reads.events.some((event) => event.token === 1)) await reads.next();
+    const event = reads.events.splice(reads.events.findIndex((e) => e.token === 1), 1)[0]!;
+    expect(event.error ?? undefined).toBeUndefined();
+    // What it asked, or a little over (the engine takes quinn's ready chunks in batches), never the window ahead.
+    expect(event.data!.length).toBeGreaterThan(0);
+    expect(event.data!.length).toBeLessThanOrEqual(window);
+    received += event.data!.length;
+  }
+  await writing;
+  expect(received).toBe(big.length);
+  for (const s of [stream, accepted!, probe, probed!]) s.release();
+  client.close(0, 'done');
+  client.release();
+  server.release();
+});
+
+it('push reads fail with the reason: a local reset, and the peer closing the connection', async () => {
+  const { client, server } = await connectedPair();
+  const reads = pushReads(client);
+  const reset = client.tryOpenStream() ?? (await client.openStream());
+  const open = client.tryOpenStream() ?? (await client.openStream());
+  expect(reset.armRead(1, 1024)).toBe(true);
+  expect(open.armRead(2, 1024)).toBe(true);
+  reset.reset(8);
+  while (!reads.events.some((event) => event.token === 1)) await reads.next();
+  expect(reads.events.find((event) => event.token === 1)!.error).toMatch(/^LOCAL_RESET\|8/);
+  server.close(7, 'go away');
+  while (!reads.events.some((event) => event.token === 2)) await reads.next();
+  expect(reads.events.find((event) => event.token === 2)!.error).toMatch(/^CLOSED_BY_PEER\|7\|go away/);
+  await client.closed();
+  expect(open.armRead(3, 1024)).toBe(false); // the connection's reads ended: the caller falls back to read()
+  for (const s of [reset, open]) s.release();
+  client.release();
+  server.release();
+});
+
+it('push accepts: the streams the peer opens come in the read batches, in order, each with its reads armed through them', async () => {
+  const { client, server } = await connectedPair();
+  const accepted: NativeStream[] = [];
+  const events: NativeReadEvent[] = [];
+  let waiters: (() => void)[] = [];
+  const next = (): Promise<void> => new Promise<void>((resolve) => waiters.push(resolve));
+  expect(
+    server.startReads(() => {
+      for (const event of server.takeReads()) {
+        if (event.stream) {
+          expect(event.token).toBe(0);
+          accepted.push(event.stream);
+        } else events.push(event);
+      }
+      const woken = waiters;
+      waiters = [];
+      for (const wake of woken) wake();
+    }, true),
+  ).toBe(true);
+  const count = 30;
+  for (let index = 0; index < count; index++) {
+    const stream = client.tryOpenStream() ?? (await client.openStream());
+    expect(stream.tryWriteFinish(Buffer.from(String(index)))).toBe(String(index).length);
+  }
+  while (accepted.length < count) await next();
+  // In the order they were opened: each one's body is its index.
+  const bodies = await Promise.all(
+    accepted.map(async (stream, index) => {
+      let body = stream.tryRead(1024)?.toString() ?? '';
+      if (body === '') {
+        expect(stream.armRead(index + 1, 1024)).toBe(true);
+        while (!events.some((event) => event.token === index + 1)) await next();
+        body = events.find((event) => event.token === index + 1)!.data?.toString() ?? '';
+      }
+      return body;
+    }),
+  );
+  expect(bodies).toEqual(Array.from({ length: count }, (_, index) => String(index)));
+  for (const stream of accepted) stream.release();
+  client.close(0, 'done');
+  await server.closed();
   client.release();
   server.release();
 });

@@ -21,6 +21,8 @@ function resetConnection(): NativeConnection {
     openStream: () => Promise.reject(new Error('UNAVAILABLE|connection reset by peer')),
     acceptStream: () => never,
     acceptStreams: () => never,
+    startReads: () => false,
+    takeReads: () => [],
     close: () => undefined,
     closed: () => never,
     release: () => undefined,

@@ -7,6 +7,7 @@ use tokio::sync::watch;
 use crate::admission::Admitted;
 use crate::errors::{coded, connection_error};
 use crate::live::{Live, CONNECTIONS};
+use crate::reads::{Accepting, Armed, ReadEvent, ReadPump, ReadsReady};
 use crate::stream::QuicStream;
 use crate::stream_credit::StreamCredit;
 
@@ -41,6 +42,8 @@ pub struct QuicConnection {
     /// Set when the connection was handed over before its handshake ended (0-RTT dial, or a listener's resumed
     /// connection at 0.5-RTT): None while pending, then whether the peer accepted our early data (see early_data.rs).
     handshake: Option<watch::Receiver<Option<bool>>>,
+    /// Push reads (reads.rs), once JavaScript started them; streams made after that arm reads through it.
+    reads: std::sync::OnceLock<ReadPump>,
 }
 
 impl QuicConnection {
@@ -59,6 +62,7 @@ impl QuicConnection {
             admitted: std::sync::Mutex::new(None),
             credit: StreamCredit::new(max_streams),
             handshake: None,
+            reads: std::sync::OnceLock::new(),
         }
     }
 
@@ -87,7 +91,11 @@ impl QuicConnection {
         if let Some(limit) = grant {
             connection.set_max_concurrent_bi_streams(VarInt::from_u32(limit));
         }
-        QuicStream::accepted(send, recv, slot)
+        QuicStream::accepted(send, recv, slot, self.arming())
+    }
+
+    fn arming(&self) -> Option<tokio::sync::mpsc::UnboundedSender<Armed>> {
+        self.reads.get().map(ReadPump::arming)
     }
 
     fn get(&self) -> Result<Connection> {
@@ -121,7 +129,7 @@ impl QuicConnection {
     #[napi]
     pub fn try_open_stream(&self) -> Result<Option<QuicStream>> {
         match self.get()?.open_bi().now_or_never() {
-            Some(Ok((send, recv))) => Ok(Some(QuicStream::new(send, recv))),
+            Some(Ok((send, recv))) => Ok(Some(QuicStream::new(send, recv, self.arming()))),
             Some(Err(e)) => Err(connection_error(&e)),
             None => Ok(None),
         }
@@ -130,7 +138,7 @@ impl QuicConnection {
     #[napi]
     pub async fn open_stream(&self) -> Result<QuicStream> {
         let (send, recv) = self.get()?.open_bi().await.map_err(|e| connection_error(&e))?;
-        Ok(QuicStream::new(send, recv))
+        Ok(QuicStream::new(send, recv, self.arming()))
     }
 
     /// The next stream the peer opened, or null once the connection is closed (see `closed`).
@@ -158,6 +166,24 @@ impl QuicConnection {
             }
         }
         streams
+    }
+
+    /// Starts push reads: streams made from now on can `arm_read`, and `on_ready` is called (with nothing) whenever
+    /// finished reads wait in `take_reads` — once per batch, not per read. With `accept`, the streams the peer
+    /// opens come the same way (events with `stream`), and `accept_streams` must not be used. Once per connection
+    /// (later calls do nothing); false when the connection is already released.
+    #[napi]
+    pub fn start_reads(&self, on_ready: ReadsReady, accept: Option<bool>) -> bool {
+        let Ok(connection) = self.get() else { return false };
+        let accepting = accept.unwrap_or(false).then(|| Accepting { credit: self.credit.clone() });
+        let _ = self.reads.get_or_init(|| ReadPump::start(connection, on_ready, accepting));
+        true
+    }
+
+    /// Every read finished since the last call, in the order they finished (see `start_reads`).
+    #[napi]
+    pub fn take_reads(&self) -> Vec<ReadEvent> {
+        self.reads.get().map(ReadPump::take).unwrap_or_default()
     }
 
     /// Closes with an application code and reason; every stream fails at once.

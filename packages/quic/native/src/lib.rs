@@ -23,6 +23,7 @@ mod live;
 #[cfg(test)]
 mod pacing_tests;
 mod raw_socket;
+mod reads;
 mod reset_key;
 mod session_cache;
 mod stream;

@@ -12,6 +12,7 @@ use tokio::sync::{watch, Mutex};
 
 use crate::errors::{coded, read_error, write_error};
 use crate::live::{Live, STREAMS};
+use crate::reads::Armed;
 use crate::stream_credit::StreamSlot;
 
 #[napi]
@@ -26,23 +27,25 @@ pub struct QuicStream {
     live: std::sync::Mutex<Option<Live>>,
     /// A stream the peer opened holds its place in the peer's grant until released (see stream_credit.rs).
     slot: std::sync::Mutex<Option<StreamSlot>>,
+    /// The connection's push reads (reads.rs), when JavaScript started them.
+    arming: Option<tokio::sync::mpsc::UnboundedSender<Armed>>,
 }
 
 /// Chunks received and not yet handed to JavaScript: gathered first, so the bytes are copied once into a
 /// buffer of exactly their size (growing a Vec chunk by chunk copied most bytes twice and over-allocated).
 #[derive(Default)]
-struct Gathered {
+pub(crate) struct Gathered {
     chunks: Vec<Bytes>,
-    len: usize,
+    pub(crate) len: usize,
 }
 
 impl Gathered {
-    fn push(&mut self, bytes: Bytes) {
+    pub(crate) fn push(&mut self, bytes: Bytes) {
         self.len += bytes.len();
         self.chunks.push(bytes);
     }
 
-    fn into_vec(self) -> Vec<u8> {
+    pub(crate) fn into_vec(self) -> Vec<u8> {
         if self.chunks.len() == 1 {
             return Vec::from(self.chunks.into_iter().next().unwrap_or_default());
         }
@@ -60,7 +63,7 @@ const CHUNK_BATCH: usize = 64;
 
 /// Gathers chunks that are ready now (no waiting), until at least `max` bytes (a batch may pass it by up to
 /// CHUNK_BATCH chunks). Returns true when the peer's end of the stream was reached.
-fn drain_ready(recv: &mut RecvStream, max: usize, out: &mut Gathered) -> std::result::Result<bool, quinn::ReadError> {
+pub(crate) fn drain_ready(recv: &mut RecvStream, max: usize, out: &mut Gathered) -> std::result::Result<bool, quinn::ReadError> {
     let mut batch: [Bytes; CHUNK_BATCH] = std::array::from_fn(|_| Bytes::new());
     while out.len < max {
         match recv.read_chunks(&mut batch).now_or_never() {
@@ -78,8 +81,9 @@ fn released() -> napi::Error {
 }
 
 impl QuicStream {
-    pub fn new(send: SendStream, recv: RecvStream) -> Self {
+    pub fn new(send: SendStream, recv: RecvStream, arming: Option<tokio::sync::mpsc::UnboundedSender<Armed>>) -> Self {
         Self {
+            arming,
             send: Arc::new(Mutex::new(Some(send))),
             recv: Arc::new(Mutex::new(Some(recv))),
             reset: watch::channel(None).0,
@@ -89,8 +93,8 @@ impl QuicStream {
         }
     }
 
-    pub fn accepted(send: SendStream, recv: RecvStream, slot: StreamSlot) -> Self {
-        let this = Self::new(send, recv);
+    pub fn accepted(send: SendStream, recv: RecvStream, slot: StreamSlot, arming: Option<tokio::sync::mpsc::UnboundedSender<Armed>>) -> Self {
+        let this = Self::new(send, recv, arming);
         *this.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(slot);
         this
     }
@@ -192,6 +196,17 @@ impl QuicStream {
         // Coalesce what else is already here: one call into JavaScript per burst, not per QUIC packet.
         let _ = drain_ready(recv, max as usize, &mut out);
         Ok(Some(out.into_vec().into()))
+    }
+
+    /// Asks for the next bytes (at most `max`) through the connection's push reads: they arrive, with `token`,
+    /// in a later `take_reads` batch (reads.rs). False when push reads are not running (never started, or the
+    /// connection is closed): then `read`. One read at a time per stream, as with `read`.
+    #[napi]
+    pub fn arm_read(&self, token: u32, max: u32) -> bool {
+        let Some(arming) = &self.arming else { return false };
+        arming
+            .send(Armed { token, max: max as usize, recv: self.recv.clone(), reset: self.reset.subscribe() })
+            .is_ok()
     }
 
     /// Ends our sending side now if no write holds the stream; false when one does (then `finish`).

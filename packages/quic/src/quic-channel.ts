@@ -110,7 +110,14 @@ export class QuicChannel implements Channel {
 
   private track(native: NativeStream, opened: boolean): QuicChannelStream {
     this.streams++;
-    return new QuicChannelStream(native, () => this.streams--, opened, this.reads);
+    const done = (failure?: AgentError): void => {
+      this.streams--;
+      // The peer rejected our 0-RTT data (the only failure the engine marks unprocessed): the handshake has ended,
+      // whatever the engine's own notice of it (a separate callback, which may come later) says yet. The call is
+      // resent at once; without this its new stream could still be counted as early.
+      if (failure?.unprocessed) this.handshake = undefined;
+    };
+    return new QuicChannelStream(native, done, opened, this.reads);
   }
 
   private async acceptStreams(onStream: (stream: ChannelStream, channel: Channel) => void): Promise<void> {

@@ -39,12 +39,12 @@ export class QuicChannelStream implements ChannelStream, PushReader {
   private readonly token: number;
 
   /**
-   * `onDone` runs once, when both sides ended or the stream failed: the channel's stream count. `opened`: we
+   * `onDone` runs once, when both sides ended or the stream failed (with the failure): the channel's stream count. `opened`: we
    * opened it (we are the caller), so a reset may end it gracefully (see `reset`).
    */
   constructor(
     private readonly native: NativeStream,
-    private readonly onDone: () => void,
+    private readonly onDone: (failure?: AgentError) => void,
     private readonly opened = false,
     private readonly reads?: PushReads,
   ) {
@@ -298,17 +298,18 @@ export class QuicChannelStream implements ChannelStream, PushReader {
   }
 
   private fail(error: unknown): AgentError {
-    this.release();
-    return fromNative(error, this.localReset);
+    const failure = fromNative(error, this.localReset);
+    this.release(failure);
+    return failure;
   }
 
-  private release(): void {
+  private release(failure?: AgentError): void {
     if (this.released) return;
     this.released = true;
     try {
       this.native.release();
     } finally {
-      this.onDone(); // the channel's count of open streams must come down whatever the engine said
+      this.onDone(failure); // the channel's count of open streams must come down whatever the engine said
     }
   }
 }

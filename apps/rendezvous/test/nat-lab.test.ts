@@ -123,7 +123,7 @@ describe('NAT lab (network namespaces, as root)', () => {
     expect(done.inOrder).toBe(true);
     expect(done.received as number).toBeLessThan(6000);
     expect((done.received as number) - (done.receivedAtUpgrade as number)).toBeGreaterThanOrEqual(100);
-    console.log(`relay -> direct upgrade during a token stream (${done.received} tokens, ${done.receivedAtUpgrade} before the switch): ${JSON.stringify(done.events)}`);
+    console.log(`relay -> direct upgrade during a token stream (${done.received} tokens, ${done.receivedAtUpgrade} before the switch): ${JSON.stringify(done.events)}; channels after: ${JSON.stringify(done.channels)}`);
     await Promise.all([stop(server.child), stop(caller.child)]);
     net.removeSides();
   });

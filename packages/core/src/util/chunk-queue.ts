@@ -5,6 +5,7 @@ import { AgentError } from '../errors.js';
  * callback that brought them, with no promise per chunk.
  */
 export interface ChunkSink {
+  /** The next chunk, in arrival order; it is consumed (its bytes count as read) when handed over. */
   onChunk(chunk: Uint8Array): void;
   /** The peer ended its side after the chunks handed over. */
   onEnd(): void;

@@ -1,6 +1,6 @@
 import { constants, type Http2Stream, type OutgoingHttpHeaders, type ServerHttp2Stream, type ServerStreamResponseOptions } from 'node:http2';
 import { AgentError } from '@agentlink/core';
-import { ChunkQueue, type ChannelStream } from '@agentlink/core/transport';
+import { ChunkQueue, type ChannelStream, type ChunkSink } from '@agentlink/core/transport';
 import { afterScheduledSends, currentTurn } from './first-write-turn.js';
 import type { OutboundBudget } from './outbound-budget.js';
 import { fromHttp2Code, isAgentlinkCode, toHttp2Code } from './reset-codes.js';
@@ -155,6 +155,15 @@ export class Http2ChannelStream implements ChannelStream {
 
   read(): Promise<Uint8Array | undefined> {
     return this.incoming.read();
+  }
+
+  /**
+   * Push-style reading (core reads a unary call's reply this way): node's 'data' hands each chunk on in its own
+   * callback, no promise per chunk. The pause above READ_BUFFER_LIMIT never engages then: a chunk is consumed as
+   * it arrives, and core's frame decoder bounds what it keeps.
+   */
+  listen(sink: ChunkSink): void {
+    this.incoming.listen(sink);
   }
 
   reset(reason: AgentError): void {

@@ -1,38 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { AgentError, Identity } from '../src/index.js';
+import { AgentError } from '../src/index.js';
 import { MuxedChannel, type ChannelStream } from '../src/transport.js';
-import { recordingMux } from './recording-mux.js';
+import { muxPair as pair, recordingMux } from './recording-mux.js';
 
-/**
- * Two multiplexers joined by an in-memory pipe that records every frame. `oldListener` makes the listener look
- * like a peer from before frame flags to the dialer: its SETTINGS announce no features (id field 0), as such a
- * peer's do, and a flagged frame reaching it fails the test (such a peer closes the channel on it).
- */
-function pair(oldListener = false) {
-  const accepted: ChannelStream[] = [];
-  const fromA: Buffer[] = [];
-  const fromB: Buffer[] = [];
-  const make = (role: 'dialer' | 'listener', deliver: (m: Buffer) => void) =>
-    new MuxedChannel({
-      kind: 'test',
-      peer: Identity.generate().id,
-      remoteAddress: 'memory',
-      role,
-      onStream: (stream) => accepted.push(stream),
-      pipe: { send: (m) => deliver(Buffer.from(m)), bufferedAmount: 0, close: () => undefined },
-    });
-  const a: MuxedChannel = make('dialer', (m) => {
-    fromA.push(m);
-    if (oldListener && m[0]! >= 0x40) throw new Error(`flagged frame ${m[0]} sent to a peer without frame flags`);
-    setImmediate(() => b.receive(m));
-  });
-  const b: MuxedChannel = make('listener', (m) => {
-    fromB.push(m);
-    if (oldListener && m[0] === 6) m.writeUInt32BE(0, 1); // SETTINGS without features
-    setImmediate(() => a.receive(m));
-  });
-  return { a, b, accepted, fromA, fromB };
-}
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { AgentError, Identity } from '../src/index.js';
-import { ChunkQueue, MuxedChannel, encodeFrame, type ChannelStream, type ChunkSink, type WireMessage } from '../src/transport.js';
+import { muxPair } from './recording-mux.js';
+import { AgentError } from '../src/index.js';
+import { ChunkQueue, encodeFrame, type ChannelStream, type ChunkSink, type WireMessage } from '../src/transport.js';
 import { FramedStream, type MessageReceiver } from '../src/wire/framed-stream.js';
 
 /** A sink that records what it was handed, in order. */
@@ -126,22 +127,7 @@ describe('FramedStream.listen', () => {
 
 describe('a mux reply read push-style', () => {
   it('a reply whose frame carries the FIN ends the caller side before its listener runs: ending it then sends no FIN', async () => {
-    const sentByA: Buffer[] = [];
-    const accepted: ChannelStream[] = [];
-    const make = (role: 'dialer' | 'listener', deliver: (m: Buffer) => void) =>
-      new MuxedChannel({
-        kind: 'test',
-        peer: Identity.generate().id,
-        remoteAddress: 'memory',
-        role,
-        onStream: (stream) => accepted.push(stream),
-        pipe: { send: (m) => deliver(Buffer.from(m)), bufferedAmount: 0, close: () => undefined },
-      });
-    const a: MuxedChannel = make('dialer', (m) => {
-      sentByA.push(m);
-      setImmediate(() => b.receive(m));
-    });
-    const b: MuxedChannel = make('listener', (m) => setImmediate(() => a.receive(m)));
+    const { a, accepted, fromA: sentByA } = muxPair();
     await new Promise((resolve) => setImmediate(resolve)); // both SETTINGS delivered
     const caller = a.openStreamNow({ endsWithPeer: true })!;
     await caller.write(Buffer.from('request'));

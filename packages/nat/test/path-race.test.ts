@@ -80,6 +80,18 @@ function harness(ourNat: NatDiscovery['type'] = 'cone', relayHeadStartMs = 500):
   return { strategy, punches, relays, onChannel, reported, pool };
 }
 
+/** A cone pair with no head start whose relay won the race: relayed, its first punch still under way. */
+async function relayedAtOnce(): Promise<Harness> {
+  const h = harness('cone', 0);
+  const connecting = h.strategy.connect(peer, record('cone'), new AbortController().signal);
+  await vi.advanceTimersByTimeAsync(0);
+  const relayed = fakeChannel('relay');
+  h.pool.push(relayed);
+  h.relays[0]!.resolve(relayed);
+  await connecting;
+  return h;
+}
+
 describe('punch and relay race', () => {
   beforeEach(() => vi.useFakeTimers());
   afterEach(() => vi.useRealTimers());
@@ -154,13 +166,7 @@ describe('punch and relay race', () => {
   });
 
   it('relayed after a failed punch: a punch is tried again every upgrade interval until one works', async () => {
-    const h = harness('cone', 0);
-    const connecting = h.strategy.connect(peer, record('cone'), new AbortController().signal);
-    await vi.advanceTimersByTimeAsync(0);
-    const relayed = fakeChannel('relay');
-    h.pool.push(relayed);
-    h.relays[0]!.resolve(relayed);
-    await connecting;
+    const h = await relayedAtOnce();
     h.punches[0]!.resolve(undefined);
     await vi.advanceTimersByTimeAsync(9_999);
     expect(h.punches).toHaveLength(1);
@@ -178,13 +184,7 @@ describe('punch and relay race', () => {
   });
 
   it("relayed, and the peer's dial lands before ours: the upgrade is reported once, and the retries stop", async () => {
-    const h = harness('cone', 0);
-    const connecting = h.strategy.connect(peer, record('cone'), new AbortController().signal);
-    await vi.advanceTimersByTimeAsync(0);
-    const relayed = fakeChannel('relay');
-    h.pool.push(relayed);
-    h.relays[0]!.resolve(relayed);
-    await connecting;
+    const h = await relayedAtOnce();
     h.punches[0]!.resolve(undefined); // our dial did not get through
     await vi.advanceTimersByTimeAsync(10_000);
     expect(h.punches).toHaveLength(2); // the first retry is under way

@@ -112,20 +112,7 @@ class CallAttempt implements CallControl, MessageReceiver {
     try {
       const aborted = this.aborted.reason ?? this.call.abortReason;
       if (aborted) throw aborted;
-      switch (message?.type) {
-        case 'response':
-          this.succeed();
-          this.handler.onResponse?.(message.body);
-          return this.handler.onEnd();
-        case 'end':
-          this.succeed();
-          return this.handler.onEnd();
-        case 'error':
-          this.succeed();
-          return this.finishWith(new AgentError(message.code, message.message, { remote: true }));
-        default:
-          throw this.unexpected(message);
-      }
+      this.endWithReply(message);
     } catch (error) {
       this.failed(error);
     }
@@ -204,27 +191,28 @@ class CallAttempt implements CallControl, MessageReceiver {
       // Frames already decoded from one chunk keep coming after an abort: the caller must see none of them.
       const aborted = this.aborted.reason ?? this.call.abortReason;
       if (aborted) throw aborted;
-      switch (message?.type) {
-        case 'response':
-          this.succeed();
-          this.handler.onResponse?.(message.body);
-          return this.handler.onEnd();
-        case 'item':
-          if (this.call.mode === 'unary') throw this.unexpected(message);
-          {
-            const held = this.handler.onItem?.(message.body, framed.lastFrameBytes);
-            if (held) await held;
-          }
-          break;
-        case 'end':
-          this.succeed();
-          return this.handler.onEnd();
-        case 'error':
-          this.succeed(); // the call ended as the protocol says, with an error
-          return this.finishWith(new AgentError(message.code, message.message, { remote: true }));
-        default:
-          throw this.unexpected(message);
-      }
+      if (message?.type !== 'item') return this.endWithReply(message);
+      if (this.call.mode === 'unary') throw this.unexpected(message);
+      const held = this.handler.onItem?.(message.body, framed.lastFrameBytes);
+      if (held) await held;
+    }
+  }
+
+  /** A message that ends the call, read either way: the response, a stream's end, or the peer's error. */
+  private endWithReply(message: WireMessage | undefined): void {
+    switch (message?.type) {
+      case 'response':
+        this.succeed();
+        this.handler.onResponse?.(message.body);
+        return this.handler.onEnd();
+      case 'end':
+        this.succeed();
+        return this.handler.onEnd();
+      case 'error':
+        this.succeed(); // the call ended as the protocol says, with an error
+        return this.finishWith(new AgentError(message.code, message.message, { remote: true }));
+      default:
+        throw this.unexpected(message);
     }
   }
 

@@ -24,9 +24,12 @@ export class PushReads {
     this.running = connection.startReads(this.ready, onAccepted !== undefined);
   }
 
-  /** A token for a new stream: one read at a time per stream, so one token per stream is enough. */
+  /**
+   * A token for a new stream: one read at a time per stream, so one token per stream is enough. 1 to 2^32 − 1,
+   * wrapping past 0, which marks an accepted stream in a batch (NativeReadEvent.token).
+   */
   token(): number {
-    this.nextToken = (this.nextToken + 1) >>> 0;
+    this.nextToken = (this.nextToken % 0xffff_ffff) + 1;
     return this.nextToken;
   }
 

@@ -25,9 +25,11 @@ export class FrameDecoder {
   /** The chunk `next` reads from `offset` on (`feed`); EMPTY once read to its end. */
   private chunk: Uint8Array = EMPTY;
   private offset = 0;
-  /** The frame `next` found last: its payload is `frameBytes` from `frameStart` to `frameEnd`. */
+  /** The bytes holding the payload of the frame `next` found last: the chunk fed, or a frame joined from chunks. */
   frameBytes: Uint8Array = EMPTY;
+  /** Where that payload starts in `frameBytes`. */
   frameStart = 0;
+  /** Where that payload ends in `frameBytes` (exclusive). */
   frameEnd = 0;
 
   constructor(private readonly maxFrameSize = DEFAULT_MAX_FRAME_SIZE) {}

@@ -72,8 +72,17 @@ export function encodeFrameSegments(message: WireMessage, maxFrameSize = DEFAULT
  * then checked by `tupleToMessage`, the hand-written equivalent of the zod schemas in message-schemas.ts.
  */
 export function decodePayload(payload: Uint8Array, limits: Readonly<DecodeLimits> = DEFAULT_DECODE_LIMITS): WireMessage {
-  const fast = decodeBinaryFrame(payload) ?? decodeStringItem(payload);
+  return decodePayloadAt(payload, 0, payload.length, limits);
+}
+
+/**
+ * `decodePayload` of the payload in `bytes` from `start` to `end`, read where it lies: a receiver takes the frames
+ * of a chunk this way, and the frames of a token stream (binary or ASCII items) cost no view of their payload.
+ */
+export function decodePayloadAt(bytes: Uint8Array, start: number, end: number, limits: Readonly<DecodeLimits> = DEFAULT_DECODE_LIMITS): WireMessage {
+  const fast = decodeBinaryFrame(bytes, start, end) ?? decodeStringItem(bytes, start, end);
   if (fast) return fast;
+  const payload = start === 0 && end === bytes.length ? bytes : bytes.subarray(start, end);
   const message = tupleToMessage(unpackPayload(payload, limits));
   if (!message) throw new AgentError('PROTOCOL_ERROR', 'frame is not a valid agentlink message');
   return message;
@@ -95,24 +104,24 @@ export function unpackPayload(payload: Uint8Array, limits: Readonly<DecodeLimits
  * the string msgpackr gives for the same bytes, and such bytes pass every shape check; anything else returns
  * undefined (binary bodies are `decodeBinaryFrame`'s).
  */
-function decodeStringItem(payload: Uint8Array): WireMessage | undefined {
-  if (payload[0] !== 0x92 || payload[1] !== 0x03 || payload.length < 3 || !Buffer.isBuffer(payload)) return undefined;
-  const marker = payload[2]!;
-  let start: number;
+function decodeStringItem(bytes: Uint8Array, start: number, end: number): WireMessage | undefined {
+  if (end - start < 3 || bytes[start] !== 0x92 || bytes[start + 1] !== 0x03 || !Buffer.isBuffer(bytes)) return undefined;
+  const marker = bytes[start + 2]!;
+  let from: number;
   let length: number;
   if (marker === 0xd9) {
-    if (payload.length < 4) return undefined;
-    start = 4;
-    length = payload[3]!;
+    if (end - start < 4) return undefined;
+    from = start + 4;
+    length = bytes[start + 3]!;
   } else if (marker >= 0xa0 && marker <= 0xbf) {
-    start = 3;
+    from = start + 3;
     length = marker - 0xa0;
   } else {
     return undefined;
   }
-  if (start + length !== payload.length) return undefined;
-  for (let i = start; i < payload.length; i++) if (payload[i]! >= 0x80) return undefined;
-  return { type: 'item', body: payload.toString('latin1', start, payload.length) };
+  if (from + length !== end) return undefined;
+  for (let i = from; i < end; i++) if (bytes[i]! >= 0x80) return undefined;
+  return { type: 'item', body: bytes.toString('latin1', from, end) };
 }
 
 /** Binary and string item bodies up to this many bytes are written by `encodeSmallItem` (bin 8, fixstr, str 8). */

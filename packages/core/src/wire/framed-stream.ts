@@ -2,9 +2,8 @@ import { WRITTEN } from './written.js';
 import { AgentError } from '../errors.js';
 import type { ChannelStream } from '../channel.js';
 import type { BudgetHolder, ByteBudget } from '../agent/byte-budget.js';
-import { decodePayload, encodeFrame, encodeFrameSegments, encodeSmallItem, FRAME_HEADER_BYTES } from './codec.js';
+import { decodePayloadAt, encodeFrame, encodeFrameSegments, encodeSmallItem, FRAME_HEADER_BYTES } from './codec.js';
 import { FrameDecoder } from './frame-decoder.js';
-import { decodeBinaryFrame } from './binary-frames.js';
 import { readU32 } from '../util/bytes.js';
 import type { WireMessage } from './messages.js';
 import type { ChunkSink } from '../util/chunk-queue.js';
@@ -29,17 +28,11 @@ const FIRST_BATCH_BYTES = 1024;
 /** The most bytes `encodeSmallItem` writes: a frame header, 4 bytes of msgpack headers, 255 UTF-16 units as UTF-8. */
 const SMALL_ITEM_ROOM = 8 + 3 * 255;
 
-const NONE: Uint8Array[] = [];
-
 /** Whole agentlink messages over a channel's byte stream: the one place framing meets a transport. */
 export class FramedStream implements BudgetHolder, ChunkSink {
   private readonly decoder: FrameDecoder;
-  /**
-   * Frames decoded and not yet returned: `ready` from `readyAt` on. Read by index, not `shift()`: a 16 KiB chunk of
-   * tokens holds ~700 frames, and shifting them one by one showed in profiles.
-   */
-  private ready: Uint8Array[] = NONE;
-  private readyAt = 0;
+  /** What the budget was charged last for an unfinished frame (the decoder's footprint then). */
+  private charged = 0;
   /** Payload bytes of the message `receive` returned last (what it cost the peer's window, less the header). */
   lastFrameBytes = 0;
   /**
@@ -246,19 +239,16 @@ export class FramedStream implements BudgetHolder, ChunkSink {
   }
 
   /**
-   * The next message if one is already decoded (a chunk held several frames), without touching the stream;
-   * undefined when none is. Throws as `receive` does on a frame that breaks the rules.
+   * The next message if its bytes already arrived (a chunk held several frames), without touching the stream;
+   * undefined when none did. Throws as `receive` does on a frame that breaks the rules.
    */
   takeReady(): WireMessage | undefined {
-    const payload = this.nextReady();
-    if (!payload) return undefined;
-    this.lastFrameBytes = payload.length;
-    return decodePayload(payload);
+    return this.decoder.unread ? this.nextFrame() : undefined;
   }
 
   /** True when nothing beyond the messages already returned has been read: the stream may change hands. */
   get drained(): boolean {
-    return this.readyAt >= this.ready.length && this.decoder.idle;
+    return this.decoder.idle;
   }
 
   /**
@@ -268,27 +258,21 @@ export class FramedStream implements BudgetHolder, ChunkSink {
   receiveNow(): WireMessage | undefined {
     const { stream } = this;
     for (;;) {
-      const payload = this.nextReady();
-      if (payload) {
-        this.lastFrameBytes = payload.length;
-        return decodePayload(payload);
-      }
+      const message = this.takeReady();
+      if (message) return message;
       const chunk = stream.readNow?.();
       if (!chunk) return undefined;
       const whole = this.wholeFrame(chunk);
       if (whole) return whole;
-      this.take(chunk);
+      this.decoder.feed(chunk);
     }
   }
 
   /** The next message, or undefined when the peer ended the stream cleanly between frames. */
   async receive(): Promise<WireMessage | undefined> {
     for (;;) {
-      const payload = this.nextReady();
-      if (payload) {
-        this.lastFrameBytes = payload.length;
-        return decodePayload(payload);
-      }
+      const message = this.takeReady();
+      if (message) return message;
       let chunk: Uint8Array | undefined;
       try {
         chunk = await this.stream.read();
@@ -307,7 +291,7 @@ export class FramedStream implements BudgetHolder, ChunkSink {
       }
       const whole = this.wholeFrame(chunk);
       if (whole) return whole;
-      this.take(chunk);
+      this.decoder.feed(chunk);
     }
   }
 
@@ -321,37 +305,31 @@ export class FramedStream implements BudgetHolder, ChunkSink {
     const length = chunk.length - FRAME_HEADER_BYTES;
     if (readU32(chunk, 0) !== length || length > this.maxFrameSize) return undefined;
     this.lastFrameBytes = length;
-    return decodeBinaryFrame(chunk, FRAME_HEADER_BYTES, chunk.length) ?? decodePayload(chunk.subarray(FRAME_HEADER_BYTES));
+    return decodePayloadAt(chunk, FRAME_HEADER_BYTES, chunk.length);
   }
 
-  /** The next decoded frame's payload, if any; the list is let go once read to its end (its chunk with it). */
-  private nextReady(): Uint8Array | undefined {
-    const { ready } = this;
-    if (this.readyAt >= ready.length) return undefined;
-    const payload = ready[this.readyAt++];
-    if (this.readyAt === ready.length) {
-      this.ready = NONE;
-      this.readyAt = 0;
-    }
-    return payload;
-  }
-
-  /** Feeds a chunk to the decoder: its whole frames become ready, the rest is charged to the budget. */
-  private take(chunk: Uint8Array): void {
-    let frames: Uint8Array[];
+  /**
+   * The next frame of the chunk the decoder holds, decoded where it lies (no view of its payload, no list of a
+   * chunk's frames); undefined once the chunk is read to its end. What an unfinished frame holds is charged to the
+   * budget as it changes: when a frame that spanned chunks completes, and when a chunk ends inside one.
+   */
+  private nextFrame(): WireMessage | undefined {
+    const decoder = this.decoder;
+    let found: boolean;
     try {
-      frames = this.decoder.push(chunk);
+      found = decoder.next();
     } catch (error) {
       this.budget?.set(this, 0); // FRAME_TOO_LARGE: the caller resets the stream
       throw error;
     }
-    if (this.readyAt >= this.ready.length) {
-      this.ready = frames;
-      this.readyAt = 0;
-    } else {
-      for (const frame of frames) this.ready.push(frame);
+    if (this.budget && decoder.footprint !== this.charged) {
+      this.charged = decoder.footprint;
+      this.budget.set(this, this.charged);
     }
-    this.budget?.set(this, this.decoder.footprint);
+    if (!found) return undefined;
+    const { frameBytes, frameStart, frameEnd } = decoder;
+    this.lastFrameBytes = frameEnd - frameStart;
+    return decodePayloadAt(frameBytes, frameStart, frameEnd);
   }
 
   /**
@@ -362,7 +340,7 @@ export class FramedStream implements BudgetHolder, ChunkSink {
    */
   listen(receiver: MessageReceiver): boolean {
     const { stream } = this;
-    if (!stream.listen || this.receiver || this.readyAt < this.ready.length) return false;
+    if (!stream.listen || this.receiver || this.decoder.unread) return false;
     this.receiver = receiver;
     stream.listen(this);
     return true;
@@ -375,12 +353,11 @@ export class FramedStream implements BudgetHolder, ChunkSink {
     try {
       message = this.wholeFrame(chunk);
       if (message) return receiver.onMessage(message);
-      this.take(chunk);
-      while ((message = this.takeReady())) receiver.onMessage(message);
+      this.decoder.feed(chunk);
+      while ((message = this.nextFrame())) receiver.onMessage(message);
     } catch (error) {
       // A frame that breaks the rules: the receiver resets the stream (as `receive`'s caller does).
-      this.ready = NONE;
-      this.readyAt = 0;
+      this.decoder.discard();
       receiver.onReadError(error);
     }
   }

@@ -1,0 +1,137 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { ChunkQueue, FrameDecoder, decodePayload, encodeFrame, type ChannelStream, type WireMessage } from '../src/transport.js';
+import { decodePayloadAt } from '../src/wire/codec.js';
+import { FramedStream } from '../src/wire/framed-stream.js';
+import type { ByteBudget } from '../src/agent/byte-budget.js';
+
+/**
+ * A chunk's frames are read where they lie (FrameDecoder.feed/next, FramedStream's reads): no view of each payload
+ * and no list of a chunk's frames. These hold that path to what `push` gives, and its budget to what it held.
+ */
+
+const messages: WireMessage[] = [
+  { type: 'item', body: Buffer.alloc(16, 1) },
+  { type: 'item', body: 'token' },
+  { type: 'item', body: { nested: [1, 'two'] } },
+  { type: 'response', body: Buffer.alloc(300, 2) },
+  { type: 'end' },
+  { type: 'error', code: 'HANDLER_ERROR', message: 'boom' },
+];
+
+/** Every frame `next` finds in `chunks`, decoded in place, and whether each whole one was read inside its chunk. */
+function readInPlace(chunks: Uint8Array[]): { decoded: WireMessage[]; inChunk: boolean[] } {
+  const decoder = new FrameDecoder();
+  const decoded: WireMessage[] = [];
+  const inChunk: boolean[] = [];
+  for (const chunk of chunks) {
+    decoder.feed(chunk);
+    while (decoder.next()) {
+      decoded.push(decodePayloadAt(decoder.frameBytes, decoder.frameStart, decoder.frameEnd));
+      inChunk.push(decoder.frameBytes === chunk);
+    }
+    expect(decoder.unread).toBe(false);
+  }
+  return { decoded, inChunk };
+}
+
+function queueStream(queue: ChunkQueue): ChannelStream {
+  return {
+    write: async () => undefined,
+    end: async () => undefined,
+    read: () => queue.read(),
+    readNow: () => queue.readNow(),
+    reset: (reason) => queue.fail(reason),
+  };
+}
+
+/** A budget that records what a holder was charged, in order. */
+function recordingBudget(): ByteBudget & { charges: number[] } {
+  const charges: number[] = [];
+  return { charges, set: (_holder: unknown, bytes: number) => void charges.push(bytes) } as unknown as ByteBudget & { charges: number[] };
+}
+
+describe('frames read in place', () => {
+  it('next gives what push gives, however the bytes are cut; a frame inside one chunk is read from that chunk', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.constantFrom(...messages), { minLength: 1, maxLength: 12 }),
+        fc.array(fc.nat(), { maxLength: 6 }),
+        (sent, cuts) => {
+          const stream = Buffer.concat(sent.map((message) => encodeFrame(message)));
+          const points = [...new Set(cuts.map((cut) => cut % (stream.length + 1)))].sort((a, b) => a - b);
+          const chunks = [0, ...points].map((from, i) => stream.subarray(from, [...points, stream.length][i]));
+          const pushed = new FrameDecoder();
+          const viaPush = chunks.flatMap((chunk) => pushed.push(chunk)).map((payload) => decodePayload(payload));
+          const { decoded, inChunk } = readInPlace(chunks);
+          expect(decoded).toEqual(sent);
+          expect(viaPush).toEqual(sent);
+          if (points.length === 0) expect(inChunk.every(Boolean)).toBe(true); // one chunk: no frame was copied
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('bodies of a chunk of tokens are views of that chunk, not copies', () => {
+    const chunk = Buffer.concat(Array.from({ length: 680 }, (_, i) => encodeFrame({ type: 'item', body: Buffer.alloc(16, i % 256) })));
+    const { decoded, inChunk } = readInPlace([chunk]);
+    expect(decoded).toHaveLength(680);
+    expect(inChunk.every(Boolean)).toBe(true);
+    const body = (decoded[679] as { body: Buffer }).body;
+    expect(body.buffer).toBe(chunk.buffer);
+    expect(body).toEqual(Buffer.alloc(16, 679 % 256));
+  });
+
+  it('a frame over the limit is refused when reached, after the whole frames before it, and nothing after it is read', () => {
+    const decoder = new FrameDecoder(64);
+    decoder.feed(Buffer.concat([encodeFrame({ type: 'item', body: 'a' }), encodeFrame({ type: 'item', body: 'x'.repeat(100) }), encodeFrame({ type: 'end' })]));
+    expect(decoder.next()).toBe(true);
+    expect(decodePayloadAt(decoder.frameBytes, decoder.frameStart, decoder.frameEnd)).toEqual({ type: 'item', body: 'a' });
+    expect(() => decoder.next()).toThrowError(expect.objectContaining({ code: 'FRAME_TOO_LARGE' }));
+    expect(decoder.unread).toBe(false);
+    expect(() => new FrameDecoder(64).push(Buffer.concat([encodeFrame({ type: 'end' }), encodeFrame({ type: 'item', body: 'x'.repeat(100) })]))).toThrowError(
+      expect.objectContaining({ code: 'FRAME_TOO_LARGE' }),
+    );
+  });
+
+  it('a chunk may be fed only once the one before it was read to its end', () => {
+    const decoder = new FrameDecoder();
+    decoder.feed(Buffer.concat([encodeFrame({ type: 'end' }), encodeFrame({ type: 'end' })]));
+    expect(decoder.next()).toBe(true);
+    expect(() => decoder.feed(encodeFrame({ type: 'end' }))).toThrow(/not read to its end/);
+    expect(decoder.next()).toBe(true);
+    expect(decoder.next()).toBe(false);
+    expect(decoder.idle).toBe(true);
+  });
+
+  it('FramedStream charges the budget with a frame left unfinished once it reaches it, and releases it when the frame completes', async () => {
+    const queue = new ChunkQueue();
+    const budget = recordingBudget();
+    const framed = new FramedStream(queueStream(queue), 1024 * 1024, budget);
+    const large = encodeFrame({ type: 'response', body: Buffer.alloc(100_000, 3) });
+    queue.push(Buffer.concat([encodeFrame({ type: 'item', body: 'one' }), encodeFrame({ type: 'item', body: 'two' }), large.subarray(0, 50_000)]));
+    expect(await framed.receive()).toEqual({ type: 'item', body: 'one' });
+    expect(framed.drained).toBe(false); // the rest of the chunk is not read yet
+    expect(framed.takeReady()).toEqual({ type: 'item', body: 'two' });
+    expect(budget.charges).toEqual([]); // nothing unfinished reached yet
+    expect(framed.takeReady()).toBeUndefined(); // the chunk ends inside the response: its bytes are held now
+    expect(budget.charges).toHaveLength(1);
+    expect(budget.charges[0]).toBeGreaterThanOrEqual(50_000 - 4);
+    expect(framed.drained).toBe(false);
+    queue.push(large.subarray(50_000));
+    expect(await framed.receive()).toEqual({ type: 'response', body: Buffer.alloc(100_000, 3) });
+    expect(budget.charges.at(-1)).toBe(0);
+    expect(framed.drained).toBe(true);
+  });
+
+  it('FramedStream reads the frames of a chunk before a frame over the limit, then fails the read and releases the budget', async () => {
+    const queue = new ChunkQueue();
+    const budget = recordingBudget();
+    const framed = new FramedStream(queueStream(queue), 64, budget);
+    queue.push(Buffer.concat([encodeFrame({ type: 'item', body: 'kept' }), encodeFrame({ type: 'item', body: 'x'.repeat(100) })]));
+    expect(await framed.receive()).toEqual({ type: 'item', body: 'kept' });
+    await expect(framed.receive()).rejects.toMatchObject({ code: 'FRAME_TOO_LARGE' });
+    expect(budget.charges).toEqual([0]);
+  });
+});

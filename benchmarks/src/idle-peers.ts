@@ -61,13 +61,26 @@ async function serve(channel: Channel): Promise<void> {
   const agent = await createAgent({ channels: [transport(channel, true)] });
   agent.handle('echo', (body: unknown) => body);
   let readings = 0;
+  let requests = 0;
   process.on('message', (message) => {
     if (message !== 'memory') return;
-    void collect().then((memory) => {
-      // A diagnosing aid: where the JS heap per peer goes (compare the two snapshots, before and with the peers).
-      if (process.env.IDLE_PEERS_HEAP_SNAPSHOT) writeHeapSnapshot(`${process.env.IDLE_PEERS_HEAP_SNAPSHOT}.${++readings}`);
-      process.send!({ memory });
-    });
+    const reading = ++requests;
+    // Diagnosing aids (docs/benchmarks.md): IDLE_PEERS_PAUSE_MS waits before the reading with the peers (to act on
+    // the process from outside, e.g. gdb); IDLE_PEERS_EXIT_AT=<n> exits at the n-th reading without closing
+    // anything, so a heap profiler wrapping the server (IDLE_PEERS_SERVER_PREFIX) records what the peers held.
+    const pauseMs = reading > 1 ? Number(process.env.IDLE_PEERS_PAUSE_MS ?? 0) : 0;
+    if (pauseMs > 0) console.error(`server pid ${process.pid} pauses ${pauseMs} ms before its reading`);
+    void sleep(pauseMs)
+      .then(() => collect())
+      .then((memory) => {
+        // Where the JS heap per peer goes: compare the two snapshots, before and with the peers.
+        if (process.env.IDLE_PEERS_HEAP_SNAPSHOT) writeHeapSnapshot(`${process.env.IDLE_PEERS_HEAP_SNAPSHOT}.${++readings}`);
+        if (Number(process.env.IDLE_PEERS_EXIT_AT) === reading) {
+          console.error(`server exits at reading ${reading}: ${JSON.stringify(memory)}`);
+          (process as unknown as { reallyExit(code: number): never }).reallyExit(0);
+        }
+        process.send!({ memory });
+      });
   });
   process.on('disconnect', () => void agent.close().then(() => process.exit(0)));
   process.send!({ address: agent.addresses[0] });
@@ -90,7 +103,10 @@ async function clients(channel: Channel, address: string, count: number): Promis
 }
 
 function child(args: string[], v8Flags: string[]): ChildProcess {
-  return spawn(process.execPath, [...process.execArgv, ...v8Flags, script, ...args], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  // IDLE_PEERS_SERVER_PREFIX runs the serving process under a tool, e.g. "heaptrack -o /tmp/ht" (docs/benchmarks.md).
+  const prefix = args[0] === 'serve' ? (process.env.IDLE_PEERS_SERVER_PREFIX?.split(' ').filter(Boolean) ?? []) : [];
+  const command = [...prefix, process.execPath, ...process.execArgv, ...v8Flags, script, ...args];
+  return spawn(command[0]!, command.slice(1), { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
 }
 
 async function next(process: ChildProcess): Promise<Message> {

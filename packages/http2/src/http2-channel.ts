@@ -88,9 +88,9 @@ export class Http2Channel implements Channel {
       void this.drain();
     });
     session.on('error', () => undefined); // 'close' follows
-    session.once('close', () => this.finish(this.draining ?? new AgentError('UNAVAILABLE', `HTTP/2 session with ${remoteAddress} closed`)));
+    // `on`, not `once`: node emits 'close' once, and a once-wrapper is three more objects per idle session.
+    session.on('close', () => this.finish(this.draining ?? new AgentError('UNAVAILABLE', `HTTP/2 session with ${remoteAddress} closed`)));
     if (initiator === 'remote') {
-      this.reverseReady = new Promise((resolve) => (this.resolveReverse = resolve));
       (session as ServerHttp2Session).on('stream', (stream, headers) => {
         const path = headers[':path'];
         const refusal = headers[':method'] !== 'POST' ? 'method' : path === REVERSE_PATH ? (this.reverseCarrier ? 'second reverse stream' : undefined) : path === AGENTLINK_PATH ? undefined : 'path';
@@ -182,8 +182,10 @@ export class Http2Channel implements Channel {
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new AgentError('UNAVAILABLE', 'the peer opened no reverse stream: it cannot be called back on this session')), REVERSE_WAIT_MS);
     });
+    // Made only when a call back waits for the reverse stream: most idle peers' channels never need it.
+    this.reverseReady ??= new Promise((resolve) => (this.resolveReverse = resolve));
     try {
-      await Promise.race([this.reverseReady!, timeout]);
+      await Promise.race([this.reverseReady, timeout]);
     } finally {
       clearTimeout(timer);
     }

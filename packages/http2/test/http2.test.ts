@@ -89,6 +89,8 @@ describe('HTTP/2 channel specifics', () => {
     // Most clients are never called back: the server keeps their reverse stream bare (docs/benchmarks.md, memory per idle peer).
     const reverseOf = (channel: Http2Channel): unknown => (channel as unknown as { reverse?: unknown }).reverse;
     expect(reverseOf(serving!)).toBeUndefined();
+    // Nor does it hold a promise for the reverse stream: that is made only when a call back has to wait for it.
+    expect((serving as unknown as { reverseReady?: unknown }).reverseReady).toBeUndefined();
     expect(await server.send(client.id, 'echo', 'back')).toBe('back');
     expect(reverseOf(serving!)).toBeDefined();
     expect(server.channels(client.id)).toEqual([serving]);

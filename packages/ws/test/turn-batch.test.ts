@@ -1,11 +1,12 @@
-import { Writable } from 'node:stream';
+import { Duplex } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { BATCH_BYTES, TurnBatch } from '../src/turn-batch.js';
 
 /** A socket stand-in that records each write it makes (a corked stream writes what it held when uncorked). */
-function recordingSocket(): { socket: Writable; writes: string[][] } {
+function recordingSocket(): { socket: Duplex; writes: string[][] } {
   const writes: string[][] = [];
-  const socket = new Writable({
+  const socket = new Duplex({
+    read() {},
     writev(chunks, callback) {
       writes.push(chunks.map((c) => String(c.chunk)));
       callback();
@@ -19,7 +20,7 @@ function recordingSocket(): { socket: Writable; writes: string[][] } {
 }
 
 /** What the pipe does per frame (web-socket-pipe.ts): before, the write, after. */
-function send(batch: TurnBatch, socket: Writable, frame: string, flushBefore = false, flushAfter = false): void {
+function send(batch: TurnBatch, socket: Duplex, frame: string, flushBefore = false, flushAfter = false): void {
   batch.before(flushBefore);
   socket.write(frame);
   batch.after(frame.length, flushAfter);

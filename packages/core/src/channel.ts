@@ -69,6 +69,12 @@ export interface OpenStreamOptions {
    * docs/protocol.md). The opener still calls `end()` once it read the peer's end; that is then a no-op.
    */
   endsWithPeer?: boolean;
+  /**
+   * The opener waits for an answer to its first write while its turn goes on (a streamed call's request: the
+   * caller's `for await` waits for the first item). A transport that batches the writes of a turn (the mux over
+   * a WebSocket) sends that first write at once instead of at the end of the turn.
+   */
+  firstWriteAtOnce?: boolean;
 }
 
 /** How a channel reaches its peer: straight to a listening address, through a punched NAT, or via a relay. */

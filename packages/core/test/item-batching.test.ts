@@ -158,6 +158,34 @@ describe('FramedStream.sendItem', () => {
   });
 });
 
+describe('FramedStream: a stream\'s first two items (written alone)', () => {
+  it('are the bytes encodeFrame writes, for every body, short ones written without msgpackr', async () => {
+    const bodies = fc.oneof(
+      fc.uint8Array({ maxLength: 300 }).map((bytes) => Buffer.from(bytes)),
+      fc.string({ maxLength: 300 }),
+      fc.string({ maxLength: 300, unit: 'binary' }),
+      fc.constantFrom(0, null, true, { a: 1 }, [1, 2]),
+    );
+    await fc.assert(
+      fc.asyncProperty(bodies, bodies, async (first, second) => {
+        const stream = new RecordingStream();
+        const framed = new FramedStream(stream, 1024 * 1024);
+        await framed.sendItem(first);
+        await framed.sendItem(second);
+        expect(stream.writes.map((w) => Buffer.from(w))).toEqual([encodeFrame({ type: 'item', body: first }), encodeFrame({ type: 'item', body: second })]);
+      }),
+    );
+  });
+
+  it('refuses a first item over maxFrameSize as send does, writing nothing', () => {
+    const stream = new RecordingStream();
+    const framed = new FramedStream(stream, 100);
+    expect(() => framed.sendItem('x'.repeat(200))).toThrow(expect.objectContaining({ code: 'FRAME_TOO_LARGE' }));
+    expect(() => framed.sendItem(Buffer.alloc(200))).toThrow(expect.objectContaining({ code: 'FRAME_TOO_LARGE' }));
+    expect(stream.writes).toEqual([]);
+  });
+});
+
 describe('FramedStream write order and memory with a producer that does not wait', () => {
   const label = (m: WireMessage): string => (m.type === 'item' ? (typeof m.body === 'string' ? m.body : `${(m.body as Buffer).length} bytes`) : m.type);
 

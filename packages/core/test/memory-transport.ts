@@ -1,11 +1,20 @@
 import { AgentError, type Transport } from '../src/index.js';
 import { MuxedChannel, type Channel, type ListenContext, type MuxOptions } from '../src/transport.js';
 
+/** What a pipe was asked to do with one frame: which side sent it, and the flush hints the mux gave with it. */
+export interface SentFrame {
+  from: 'dialer' | 'listener';
+  frame: Buffer;
+  flushBefore: boolean;
+  flushAfter: boolean;
+}
+
 /**
  * An in-process transport for core's own tests: two MuxedChannels joined by an asynchronous in-memory pipe.
  * Real channels are tested by the conformance suite; this one lets core test the Agent without a socket.
+ * `sent`, when given, records every frame either side's pipe was handed.
  */
-export function memoryTransport(network: Map<string, ListenContext>, name?: string, mux?: MuxOptions): Transport & { dials: number } {
+export function memoryTransport(network: Map<string, ListenContext>, name?: string, mux?: MuxOptions, sent?: SentFrame[]): Transport & { dials: number } {
   const transport = {
     kind: 'memory',
     protocols: ['memory:'],
@@ -31,8 +40,9 @@ export function memoryTransport(network: Map<string, ListenContext>, name?: stri
           role,
           onStream,
           pipe: {
-            send: (m) => {
+            send: (m, flushBefore, flushAfter) => {
               const copy = Buffer.from(m);
+              sent?.push({ from: role, frame: copy, flushBefore: flushBefore === true, flushAfter: flushAfter === true });
               setImmediate(() => other().receive(copy));
             },
             bufferedAmount: 0,

@@ -9,9 +9,10 @@ export const BATCH_BYTES = 32 * 1024;
 
 /**
  * Frames of one event-loop turn share socket writes: the socket is corked at a turn's first frame and uncorked
- * at the end of the turn, as soon as BATCH_BYTES are held, or before a stream's second data frame (`before(true)`):
- * a unary call's message, its FIN and the other calls of the turn leave in one TLS record, while a stream that
- * writes a burst sends its first token when it writes the second, not when its producer stops.
+ * at the end of the turn, as soon as BATCH_BYTES are held, before a stream's second data frame (`before(true)`),
+ * or after a frame someone waits for (`after(bytes, true)`: a streamed call's request, a stream's first item):
+ * a unary call's message, its FIN and the other calls of the turn leave in one TLS record, while a streamed
+ * call's request and its first token leave when they are written, not at the end of the turn or of a burst.
  */
 export class TurnBatch {
   private corked = false;
@@ -36,10 +37,10 @@ export class TurnBatch {
     }
   }
 
-  /** After it: write now once the batch reached its budget. */
-  after(bytes: number): void {
+  /** After it: write now once the batch reached its budget, or when the frame must leave at once (`flushAfter`). */
+  after(bytes: number, flushAfter = false): void {
     this.heldBytes += bytes;
-    if (this.heldBytes >= BATCH_BYTES) this.flush();
+    if (flushAfter || this.heldBytes >= BATCH_BYTES) this.flush();
   }
 
   private flush(): void {

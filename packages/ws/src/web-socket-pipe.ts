@@ -39,10 +39,10 @@ export function channelOverWebSocket(
     onStream: init.onStream,
     onRefused: init.onRefused,
     pipe: {
-      send: (message, flushBefore) => {
+      send: (message, flushBefore, flushAfter) => {
         batch.before(flushBefore === true);
         socket.send(message, { binary: true }, onSent);
-        batch.after(message.length);
+        batch.after(message.length, flushAfter === true);
       },
       get bufferedAmount() {
         return socket.bufferedAmount;

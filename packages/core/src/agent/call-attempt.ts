@@ -154,7 +154,10 @@ class CallAttempt implements CallControl, MessageReceiver {
     // A unary or streamed call's caller sends nothing after its request but a cancel: its side may end with the
     // peer's (on the mux, no FIN of ours crosses the pipe).
     const endsWithPeer = call.mode === 'unary' || call.mode === 'stream';
-    return { priority: call.priority, idempotent: call.idempotent, endsWithPeer };
+    // A streamed call's request leaves at once (its caller waits for the first item, docs/architecture.md "A
+    // stream's first token"); a unary call's shares the turn's write with the other calls of the turn.
+    const firstWriteAtOnce = call.mode === 'stream' || call.mode === 'duplex';
+    return { priority: call.priority, idempotent: call.idempotent, endsWithPeer, firstWriteAtOnce };
   }
 
   /** Sends the request on the attempt's stream; undefined when the transport took it at once. */

@@ -14,8 +14,10 @@ export interface MuxStreamHost {
    * is set on the second data frame this side sends on the stream: the pipe then sends what it batched before
    * it at once, so a producer that writes a burst without waiting does not hold its first token until the end
    * of its turn, while a unary call's one message still shares a write with its FIN (and with other calls').
+   * `atOnce` is set on a stream's first data frame when someone waits for it (MuxStream.firstFrameAtOnce): the
+   * pipe sends it now instead of at the end of the turn.
    */
-  sendData(id: number, chunk: Uint8Array, open: boolean, second: boolean, flags?: number): void;
+  sendData(id: number, chunk: Uint8Array, open: boolean, second: boolean, flags?: number, atOnce?: boolean): void;
   /** The peer understands frame flags (see MuxFrameFlag): a FIN may be folded into the last data frame. */
   readonly frameFlags: boolean;
   sendWindow(id: number, increment: number): void;
@@ -79,6 +81,13 @@ export class MuxStream implements ChannelStream {
   /** Already in the host's queue for the pipe. */
   waitingForPipe = false;
   /**
+   * The stream's first data frame leaves at once, not at the end of its turn, unless it also ends our side (see
+   * MuxStreamHost.sendData): someone waits for it while the rest of the turn runs. Set on a stream the peer
+   * opened (its first frame of ours is the first item of a streamed reply; a unary reply ends the stream in
+   * that frame) and, on one we open, by `OpenStreamOptions.firstWriteAtOnce` (a streamed call's request).
+   */
+  firstFrameAtOnce: boolean;
+  /**
    * The opener sends nothing but an abort after its first frames, so its side ends with the other side's (the
    * OPEN carries MuxFrameFlag.endsWithPeer): a unary call's caller sends no FIN of its own. Set before the
    * first frame on a stream we open (only toward a peer with frame flags), from the OPEN on one the peer opened.
@@ -99,6 +108,7 @@ export class MuxStream implements ChannelStream {
     this.sendCredit = sendWindow;
     this.announced = origin === 'remote';
     this.isRemote = origin === 'remote';
+    this.firstFrameAtOnce = origin === 'remote';
   }
 
   /** The peer opened this stream. */
@@ -285,7 +295,8 @@ export class MuxStream implements ChannelStream {
 
   private sendData(chunk: Uint8Array, fin = 0): void {
     const flags = !this.announced && this.endsWithPeer ? fin | MuxFrameFlag.endsWithPeer : fin;
-    this.host.sendData(this.id, chunk, !this.announced, this.dataFrames === 1, flags);
+    const atOnce = this.dataFrames === 0 && this.firstFrameAtOnce && fin === 0;
+    this.host.sendData(this.id, chunk, !this.announced, this.dataFrames === 1, flags, atOnce);
     this.announced = true;
     if (this.dataFrames < 2) this.dataFrames++;
   }

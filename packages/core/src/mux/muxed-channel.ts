@@ -25,8 +25,10 @@ export interface MessagePipe {
    * Queues one message for the peer, in order. A pipe may batch the messages of one event-loop turn into one
    * write (by turn and by a byte budget); `flushBefore` (a stream's second data frame) asks it to send what it
    * batched so far now: a producer that writes a burst without waiting must not hold its first token.
+   * `flushAfter` (a stream's first frame that someone waits for: a streamed call's request, a stream's first
+   * item) asks it to send this message, with what it batched before it, now rather than at the end of the turn.
    */
-  send(message: Uint8Array, flushBefore?: boolean): void;
+  send(message: Uint8Array, flushBefore?: boolean, flushAfter?: boolean): void;
   /** Bytes queued in the transport but not yet handed to the OS. */
   readonly bufferedAmount: number;
   /** Closes the underlying connection. The transport then calls `pipeClosed`. */
@@ -150,9 +152,9 @@ export class MuxedChannel implements Channel, MuxStreamHost {
   }
 
   /** Every frame of ours goes out here: our SETTINGS first, once (see settingsWithFirstFrame). */
-  private send(frame: Uint8Array, flushBefore?: boolean): void {
+  private send(frame: Uint8Array, flushBefore?: boolean, flushAfter?: boolean): void {
     if (!this.settingsSent) this.sendSettings();
-    this.pipe.send(frame, flushBefore);
+    this.pipe.send(frame, flushBefore, flushAfter);
   }
 
   private sendSettings(): void {
@@ -187,6 +189,7 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     // Announced lazily, by its first frame: a call's OPEN and request leave as one message.
     const stream = new MuxStream(id, this, this.window, this.peerWindow, 'local');
     if (options?.priority) stream.priority = options.priority;
+    if (options?.firstWriteAtOnce) stream.firstFrameAtOnce = true;
     if (options?.endsWithPeer && this.frameFlags) stream.endsWithPeer = true;
     this.streams.set(id, stream);
     return stream;
@@ -276,9 +279,9 @@ export class MuxedChannel implements Channel, MuxStreamHost {
 
   // ---- MuxStreamHost -------------------------------------------------------------------------------------
 
-  sendData(id: number, chunk: Uint8Array, open: boolean, second: boolean, flags = 0): void {
+  sendData(id: number, chunk: Uint8Array, open: boolean, second: boolean, flags = 0, atOnce = false): void {
     // Data waits for room below the high-water mark (MuxStream.write): no check of the peer's reading here.
-    if (!this.closeReason) this.send(encodeMuxFrame(open ? MuxFrameType.open : MuxFrameType.data, id, chunk, flags), second);
+    if (!this.closeReason) this.send(encodeMuxFrame(open ? MuxFrameType.open : MuxFrameType.data, id, chunk, flags), second, atOnce);
   }
 
   /** Grants the peer `increment` more bytes on stream `id`. */

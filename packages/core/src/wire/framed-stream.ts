@@ -5,6 +5,7 @@ import type { BudgetHolder, ByteBudget } from '../agent/byte-budget.js';
 import { decodePayloadAt, encodeFrame, encodeFrameSegments, encodeSmallItem, FRAME_HEADER_BYTES } from './codec.js';
 import { FrameDecoder } from './frame-decoder.js';
 import { readU32 } from '../util/bytes.js';
+import { allocFrame } from './frame-slab.js';
 import type { WireMessage } from './messages.js';
 import type { ChunkSink } from '../util/chunk-queue.js';
 
@@ -27,6 +28,9 @@ const BATCH_CAPACITY = ITEM_BATCH_BYTES + 4 * 1024;
 const FIRST_BATCH_BYTES = 1024;
 /** The most bytes `encodeSmallItem` writes: a frame header, 4 bytes of msgpack headers, 255 UTF-16 units as UTF-8. */
 const SMALL_ITEM_ROOM = 8 + 3 * 255;
+
+/** Where a lone item is encoded before it is copied into a frame of its exact size (see `loneItem`). */
+const loneScratch = Buffer.allocUnsafeSlow(SMALL_ITEM_ROOM);
 
 /** Whole agentlink messages over a channel's byte stream: the one place framing meets a transport. */
 export class FramedStream implements BudgetHolder, ChunkSink {
@@ -89,7 +93,8 @@ export class FramedStream implements BudgetHolder, ChunkSink {
     if (this.writeFailure !== undefined) return Promise.reject(this.writeFailure);
     if (this.loneItems < 2 && this.batched === 0 && !this.tail) {
       this.loneItems++;
-      return this.send({ type: 'item', body });
+      const frame = this.loneItem(body);
+      return frame ? this.enqueue([frame], false) : this.send({ type: 'item', body });
     }
     const start = this.batched;
     let end = encodeSmallItem(body, this.room(SMALL_ITEM_ROOM), start);
@@ -113,6 +118,20 @@ export class FramedStream implements BudgetHolder, ChunkSink {
       process.nextTick(flushAtEndOfTurn, this);
     }
     return this.tail;
+  }
+
+  /**
+   * A lone item's frame written without msgpackr where `encodeSmallItem` can (a short binary or ASCII body: a
+   * stream's first token is on the way to the caller's first item, and msgpackr's pack was the costliest step
+   * of it), in a frame of its own with the mux's headroom (frame-slab.ts); undefined for any other body.
+   */
+  private loneItem(body: unknown): Buffer | undefined {
+    const end = encodeSmallItem(body, loneScratch, 0);
+    if (end < 0) return undefined;
+    if (end - FRAME_HEADER_BYTES > this.maxFrameSize) encodeFrame({ type: 'item', body }, this.maxFrameSize); // throws FRAME_TOO_LARGE
+    const frame = allocFrame(end);
+    loneScratch.copy(frame, 0, 0, end);
+    return frame;
   }
 
   /**

@@ -10,6 +10,10 @@
  *
  * `--pin`: the serving processes run on CPU 1 and the caller on CPU 0 (taskset), so the scheduler cannot wake the
  * caller on the core its busy producer holds.
+ *
+ * Channel `rawquic` is agentbench's raw QUIC engine subject (no framing, codec or dispatch: the handler is one
+ * `tryWrite` per token on the stream, the caller reads by pull), with the same marks, so QUIC's own share of the
+ * channel's time to first token shows beside it.
  */
 import { execFileSync, fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -39,6 +43,7 @@ async function load(build: string, pkg: string): Promise<Record<string, any>> {
 
 async function transports(build: string, channels: string[], listen: boolean): Promise<unknown[]> {
   const options = listen ? { port: 0 } : {};
+  channels = channels.filter((channel) => channel !== 'rawquic');
   const made: Record<string, () => Promise<unknown>> = {
     ws: async () => (await load(build, 'ws')).webSocket(options),
     http2: async () => (await load(build, 'http2')).http2(options),
@@ -55,7 +60,7 @@ function pin(cpu: number): void {
 async function serve(build: string, channels: string[]): Promise<void> {
   if (args.pin) pin(1);
   process.on('SIGTERM', () => process.exit(0));
-  const { createAgent } = await load(build, 'core');
+  const { createAgent, Identity } = await load(build, 'core');
   const agent = await createAgent({ channels: await transports(build, channels, true) });
   agent.handleStream('burst', async function* ({ count }: { count: number }) {
     const token = Buffer.alloc(TOKEN_BYTES, 7);
@@ -66,7 +71,85 @@ async function serve(build: string, channels: string[]): Promise<void> {
     }
     process.send!(marks);
   });
-  process.send!(agent.addresses);
+  // The agent's addresses come in the order of its channels (every channel but rawquic).
+  const own = [...agent.addresses] as string[];
+  const addresses: string[] = [];
+  for (const channel of channels) addresses.push(channel === 'rawquic' ? await serveRawQuic(build, Identity) : own.shift()!);
+  process.send!(addresses);
+}
+
+/** agentbench's raw QUIC engine server, burst only: a 4-byte count, then one `tryWrite` per token. */
+async function serveRawQuic(build: string, Identity: any): Promise<string> {
+  const { loadNative } = await load(build, 'quic');
+  const { selfSignedCertificate } = await import(join(root, 'packages/core/dist/transport.js'));
+  const native = loadNative();
+  if (!native.ok) throw new Error(native.reason);
+  const identity = Identity.generate();
+  const tls = selfSignedCertificate(identity);
+  const endpoint = await native.binding.bindEndpoint({ host: '127.0.0.1', port: 0, cert: tls.certDer, key: tls.keyDer, accept: true });
+  const serveStream = async (stream: any): Promise<void> => {
+    const parts: Buffer[] = [];
+    for (;;) {
+      const data = stream.tryRead(1 << 20) ?? (await stream.read(1 << 20));
+      if (!data || data.length === 0) break;
+      parts.push(data);
+    }
+    const count = Buffer.concat(parts).readUInt32BE(0);
+    const token = Buffer.alloc(TOKEN_BYTES, 7);
+    const marks = [now()];
+    for (let i = 0; i < count; i++) {
+      const taken = stream.tryWrite(token);
+      if (taken < token.length) await stream.write(token.subarray(taken));
+      if (i < 3 || i === count >> 1 || i === count - 1) marks.push(now());
+    }
+    if (!stream.tryFinish()) await stream.finish();
+    stream.release();
+    process.send!(marks);
+  };
+  void (async () => {
+    for (let connection = await endpoint.accept(); connection; connection = await endpoint.accept()) {
+      const accepted = connection;
+      void (async () => {
+        for (let batch = await accepted.acceptStreams(); batch.length > 0; batch = await accepted.acceptStreams()) {
+          for (const stream of batch) void serveStream(stream).catch(() => undefined);
+        }
+      })();
+    }
+  })();
+  return `${endpoint.localPort}:${identity.id}`;
+}
+
+/** The raw engine's caller, as agentbench's subject: pull reads, the tokens counted by bytes. */
+async function rawQuicClient(build: string, address: string): Promise<{ burst(count: number): AsyncIterable<Buffer>; close(): Promise<void> }> {
+  const { loadNative } = await load(build, 'quic');
+  const { Identity, publicKeyFromAgentId } = await load(build, 'core');
+  const { selfSignedCertificate } = await import(join(root, 'packages/core/dist/transport.js'));
+  const binding = loadNative().binding;
+  const [port, key] = address.split(':') as [string, string];
+  const tls = selfSignedCertificate(Identity.generate());
+  const endpoint = await binding.bindEndpoint({ host: '127.0.0.1', port: 0, cert: tls.certDer, key: tls.keyDer, accept: false });
+  const connection = await endpoint.dial('127.0.0.1', Number(port), Buffer.from(publicKeyFromAgentId(key)), 5000).connection();
+  return {
+    async *burst(count: number) {
+      const stream = connection.tryOpenStream() ?? (await connection.openStream());
+      const request = Buffer.alloc(4);
+      request.writeUInt32BE(count, 0);
+      const taken = stream.tryWrite(request);
+      if (taken < request.length) await stream.write(request.subarray(taken));
+      if (!stream.tryFinish()) await stream.finish();
+      for (;;) {
+        const data: Buffer | null = stream.tryRead(1 << 20) ?? (await stream.read(1 << 20));
+        if (!data || data.length === 0) break;
+        for (let at = 0; at < data.length; at += TOKEN_BYTES) yield data.subarray(at, at + TOKEN_BYTES);
+      }
+      stream.release();
+    },
+    async close() {
+      connection.close(0, 'done');
+      connection.release();
+      endpoint.close(0, 'done');
+    },
+  };
 }
 
 interface Subject {
@@ -87,8 +170,14 @@ async function measure(): Promise<void> {
     const server = fork(fileURLToPath(import.meta.url), ['serve', build, args.channels!, ...(args.pin ? ['--pin'] : [])], { execArgv: process.execArgv });
     const [addresses] = (await once(server, 'message')) as [string[]];
     const { createAgent } = await load(build, 'core');
-    const client = await createAgent({ channels: await transports(build, channels, false) });
-    for (const [i, channel] of channels.entries()) subjects.push({ build, channel, address: addresses[i]!, client, server, caller: [], handler: [] });
+    const agent = await createAgent({ channels: await transports(build, channels, false) });
+    for (const [i, channel] of channels.entries()) {
+      const client =
+        channel === 'rawquic'
+          ? await rawQuicClient(build, addresses[i]!)
+          : { burst: (count: number) => agent.stream(addresses[i]!, 'burst', { count }), close: () => agent.close() };
+      subjects.push({ build, channel, address: addresses[i]!, client, server, caller: [], handler: [] });
+    }
   }
   const rounds = Number(args.rounds);
   for (let round = 0; round < rounds; round++) {
@@ -97,7 +186,7 @@ async function measure(): Promise<void> {
       const started = now();
       const marks: number[] = [];
       let i = 0;
-      for await (const _token of subject.client.stream(subject.address, 'burst', { count: TOKENS })) {
+      for await (const _token of subject.client.burst(TOKENS)) {
         if (i < 3 || i === TOKENS >> 1 || i === TOKENS - 1) marks.push(now() - started);
         i++;
       }

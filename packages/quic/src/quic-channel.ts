@@ -85,7 +85,7 @@ export class QuicChannel implements Channel {
       if (this.closeReason) throw this.closeReason;
     }
     if (this.handshake) this.early++;
-    let native;
+    let native: NativeStream;
     try {
       native = this.connection.tryOpenStream() ?? (await this.connection.openStream());
     } catch (error) {
@@ -96,6 +96,26 @@ export class QuicChannel implements Channel {
       this.closeReason ??= fromNative(error);
       throw this.closeReason;
     }
+    const stream = this.track(native, true);
+    if (options?.priority && options.priority !== 'normal') stream.setPriority(options.priority);
+    return stream;
+  }
+
+  /**
+   * A stream at once when the engine can open one without waiting (the peer's stream limit allows it) and no early
+   * handshake is running; undefined otherwise — then `openStream` waits, counts early streams or reports the
+   * failure. Core then writes the call's request in the same turn as the call starts: no async open, no promise
+   * hops before the request reaches the engine (measured ~0.06 ms of a call's first bytes, burst-timeline).
+   */
+  openStreamNow(options?: OpenStreamOptions): ChannelStream | undefined {
+    if (this.closeReason || this.handshake) return undefined;
+    let native: NativeStream | null;
+    try {
+      native = this.connection.tryOpenStream();
+    } catch {
+      return undefined; // the connection is gone: `openStream` fails the same way and closes the channel
+    }
+    if (!native) return undefined;
     const stream = this.track(native, true);
     if (options?.priority && options.priority !== 'normal') stream.setPriority(options.priority);
     return stream;

@@ -16,7 +16,11 @@ export type ChannelKind = 'ws' | 'quic' | 'http2' | 'relay' | (string & {});
 
 /** One bidirectional byte stream. One agentlink call uses exactly one stream. */
 export interface ChannelStream {
-  /** Resolves once the transport took the bytes within its flow-control credit: this is the backpressure. */
+  /**
+   * Resolves once the transport took the bytes within its flow-control credit: this is the backpressure. A
+   * transport that took them before returning returns `WRITTEN` (from `@agentlink/core/transport`): core then
+   * settles the write at once, with no promise chain of its own.
+   */
   write(chunk: Uint8Array): Promise<void>;
   /** Ends our sending side; the peer reads the end after all written bytes. */
   end(): Promise<void>;

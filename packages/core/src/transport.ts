@@ -26,6 +26,7 @@ export { muxOverStream } from './mux/mux-over-stream.js';
 export type { MessagePipe, MuxedChannelInit, MuxOptions } from './mux/muxed-channel.js';
 export { DEFAULT_MAX_FRAME_SIZE, FRAME_HEADER_BYTES, decodePayload, encodeFrame } from './wire/codec.js';
 export { FrameDecoder } from './wire/frame-decoder.js';
+export { WRITTEN } from './wire/written.js';
 export { MessageType } from './wire/messages.js';
 export type { WireMessage } from './wire/messages.js';
 export type { DecodeLimits } from './wire/msgpack-shape.js';

@@ -1,12 +1,11 @@
 import { constants, type Http2Stream, type OutgoingHttpHeaders, type ServerHttp2Stream, type ServerStreamResponseOptions } from 'node:http2';
 import { AgentError } from '@agentlink/core';
-import { ChunkQueue, type ChannelStream, type ChunkSink } from '@agentlink/core/transport';
+import { ChunkQueue, WRITTEN, type ChannelStream, type ChunkSink } from '@agentlink/core/transport';
 import { afterScheduledSends, currentTurn } from './first-write-turn.js';
 import type { OutboundBudget } from './outbound-budget.js';
 import { fromHttp2Code, isAgentlinkCode, toHttp2Code } from './reset-codes.js';
 import { resetSoon } from './stream-reset.js';
 
-const RESOLVED = Promise.resolve();
 /**
  * No `date` header on responses (node adds one unless told not to): nothing reads it, and each header costs
  * node:http2 work on both sides (the header list, HPACK, the receiver's header object). `respond()` reads
@@ -89,7 +88,7 @@ export class Http2ChannelStream implements ChannelStream {
   /** Writes that went the slow way (sliced, or waiting for the session's budget) and are not all handed over. */
   private queued = 0;
   /** The last slow write: later writes wait for it, so bytes keep their order. Never rejects. */
-  private tail: Promise<void> = RESOLVED;
+  private tail: Promise<void> = WRITTEN;
   private budgetWaiter: (Waiter<void> & { wake(): void }) | undefined;
   /** The turn of the stream's first write (-1: none yet, -2: past it), see first-write-turn.ts. */
   private firstWriteTurn = -1;
@@ -118,7 +117,7 @@ export class Http2ChannelStream implements ChannelStream {
     this.respondOnce();
     if (this.queued === 0 && chunk.length <= WRITE_SLICE && this.budget.tryTake(chunk.length + WRITE_OVERHEAD)) {
       if (!this.hand(chunk)) return this.waitForDrain();
-      return this.firstWriteTurn === -2 ? RESOLVED : this.yieldAfterFirstWrite();
+      return this.firstWriteTurn === -2 ? WRITTEN : this.yieldAfterFirstWrite();
     }
     this.queued++;
     const written = this.tail.then(() => this.writeSlowly(chunk));
@@ -142,7 +141,7 @@ export class Http2ChannelStream implements ChannelStream {
     // Over node's high-water mark: end once it drained ('drain' is never emitted once a stream is ending).
     if (!this.hand(chunk)) return this.waitForDrain().then(() => this.end());
     this.stream.end();
-    return RESOLVED;
+    return WRITTEN;
   }
 
   end(): Promise<void> {
@@ -150,7 +149,7 @@ export class Http2ChannelStream implements ChannelStream {
     if (this.queued > 0) return this.tail.then(() => this.end());
     this.respondOnce();
     if (!this.stream.writableEnded) this.stream.end();
-    return RESOLVED;
+    return WRITTEN;
   }
 
   read(): Promise<Uint8Array | undefined> {
@@ -176,11 +175,11 @@ export class Http2ChannelStream implements ChannelStream {
   private yieldAfterFirstWrite(): Promise<void> {
     if (this.firstWriteTurn === -1) {
       this.firstWriteTurn = currentTurn();
-      return RESOLVED;
+      return WRITTEN;
     }
     const sameTurn = this.firstWriteTurn === currentTurn();
     this.firstWriteTurn = -2;
-    return sameTurn ? afterScheduledSends() : RESOLVED;
+    return sameTurn ? afterScheduledSends() : WRITTEN;
   }
 
   /**

@@ -1,10 +1,9 @@
 import { AgentError, type Priority } from '@agentlink/core';
-import { errorCodeToNumber, type ChannelStream } from '@agentlink/core/transport';
+import { errorCodeToNumber, WRITTEN, type ChannelStream } from '@agentlink/core/transport';
 import { fromNative } from './native-errors.js';
 import type { NativeReadEvent, NativeStream } from './native.js';
 import type { PushReader, PushReads } from './push-reads.js';
 
-const RESOLVED = Promise.resolve();
 /** QUIC's own stream priority for agentlink's four levels (higher is sent first). */
 const QUIC_PRIORITY: Record<Priority, number> = { critical: 3, high: 2, normal: 1, low: 0 };
 /** Bytes asked for per read: large enough that bulk transfers are not dominated by per-read costs. */
@@ -75,11 +74,11 @@ export class QuicChannelStream implements ChannelStream, PushReader {
         this.flushScheduled = true;
         process.nextTick(this.flushAtEndOfTick);
       }
-      return RESOLVED;
+      return WRITTEN;
     }
     if (this.corked.length > 0) {
       const flushed = this.flush();
-      if (flushed !== RESOLVED) return flushed.then(() => this.send(data));
+      if (flushed !== WRITTEN) return flushed.then(() => this.send(data));
     }
     return this.send(data);
   }
@@ -95,7 +94,7 @@ export class QuicChannelStream implements ChannelStream, PushReader {
     this.corked = [];
     this.corkedBytes = 0;
     const sent = this.send(data);
-    if (sent === RESOLVED) return sent;
+    if (sent === WRITTEN) return sent;
     const blocked: Promise<void> = sent.then(
       () => {
         if (this.blocked === blocked) this.blocked = undefined;
@@ -114,7 +113,7 @@ export class QuicChannelStream implements ChannelStream, PushReader {
   private send(data: Buffer): Promise<void> {
     try {
       const taken = this.native.tryWrite(data);
-      if (taken === data.length) return RESOLVED;
+      if (taken === data.length) return WRITTEN;
       data = data.subarray(taken);
     } catch (error) {
       return this.writeFailed(error);
@@ -144,12 +143,12 @@ export class QuicChannelStream implements ChannelStream, PushReader {
     if (this.blocked) return this.blocked.then(() => this.end());
     if (this.corked.length > 0) {
       const flushed = this.flush();
-      if (flushed !== RESOLVED) return flushed.then(() => this.end());
+      if (flushed !== WRITTEN) return flushed.then(() => this.end());
     }
     try {
       if (this.native.tryFinish()) {
         this.ended();
-        return RESOLVED;
+        return WRITTEN;
       }
     } catch (error) {
       return Promise.reject(this.fail(error));
@@ -177,13 +176,13 @@ export class QuicChannelStream implements ChannelStream, PushReader {
       }
       if (taken === data.length) {
         this.ended();
-        return RESOLVED;
+        return WRITTEN;
       }
       const rest = this.send(data.subarray(taken));
-      return rest === RESOLVED ? this.end() : rest.then(() => this.end());
+      return rest === WRITTEN ? this.end() : rest.then(() => this.end());
     }
     const written = this.write(chunk);
-    return written === RESOLVED ? this.end() : written.then(() => this.end());
+    return written === WRITTEN ? this.end() : written.then(() => this.end());
   }
 
   /** Bytes the engine holds now, in one crossing; the end and failures are left for `read`. */

@@ -224,3 +224,64 @@ describe('frames read in place are not held after they are returned', () => {
     expect(decoder.idle).toBe(true);
   });
 });
+
+describe('frames read in place, cut at every byte', () => {
+  /** Payloads of every frame `next` finds in `chunks`, as copies; the decoder must end idle with nothing unread. */
+  function payloadsOf(chunks: Uint8Array[], max?: number): Buffer[] {
+    const decoder = new FrameDecoder(max);
+    const out: Buffer[] = [];
+    for (const chunk of chunks) {
+      decoder.feed(chunk);
+      while (decoder.next()) {
+        expect(decoder.frameEnd).toBeLessThanOrEqual(decoder.frameBytes.length);
+        out.push(Buffer.from(decoder.frameBytes.subarray(decoder.frameStart, decoder.frameEnd)));
+      }
+      expect(decoder.unread).toBe(false);
+    }
+    expect(decoder.idle).toBe(true);
+    return out;
+  }
+
+  /** A frame around any payload, one that is no message included (a zero-length one). */
+  const frameOf = (payload: Buffer): Buffer => {
+    const header = Buffer.alloc(4);
+    header.writeUInt32BE(payload.length, 0);
+    return Buffer.concat([header, payload]);
+  };
+  // A zero-length frame first, between others and last; a frame that spans chunks and completes mid-chunk.
+  const payloads = [Buffer.alloc(0), Buffer.from('a'), Buffer.alloc(0), Buffer.alloc(40, 7), Buffer.from('xyz'), Buffer.alloc(0)];
+  const stream = Buffer.concat(payloads.map(frameOf));
+
+  it('two chunks cut at every position, and at every pair of positions, give every frame', () => {
+    for (let i = 0; i <= stream.length; i++) {
+      expect(payloadsOf([stream.subarray(0, i), stream.subarray(i)])).toEqual(payloads);
+      for (let j = i; j <= stream.length; j++) {
+        expect(payloadsOf([stream.subarray(0, i), stream.subarray(i, j), stream.subarray(j)])).toEqual(payloads);
+      }
+    }
+  });
+
+  it('one byte per chunk gives every frame', () => {
+    expect(payloadsOf([...stream].map((byte) => Buffer.from([byte])))).toEqual(payloads);
+  });
+
+  it('a header over the limit after whole frames is refused wherever the chunks are cut, after the frames before it', () => {
+    const refused = Buffer.concat([stream, frameOf(Buffer.alloc(100, 1)), frameOf(Buffer.from('after'))]);
+    for (let i = 0; i <= refused.length; i++) {
+      const decoder = new FrameDecoder(64);
+      const out: Buffer[] = [];
+      let error: unknown;
+      try {
+        for (const chunk of [refused.subarray(0, i), refused.subarray(i)]) {
+          decoder.feed(chunk);
+          while (decoder.next()) out.push(Buffer.from(decoder.frameBytes.subarray(decoder.frameStart, decoder.frameEnd)));
+        }
+      } catch (caught) {
+        error = caught;
+      }
+      expect(error).toMatchObject({ code: 'FRAME_TOO_LARGE' });
+      expect(out).toEqual(payloads); // every frame before it, none after
+      expect(decoder.unread).toBe(false); // nothing after it is read
+    }
+  });
+});

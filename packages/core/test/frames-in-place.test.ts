@@ -136,6 +136,8 @@ describe('frames read in place', () => {
   });
 });
 
+const gc = (globalThis as { gc?: () => void }).gc!;
+
 /** Collects garbage after the current job, so WeakRefs made in it may clear (vitest runs with --expose-gc). */
 async function collect(): Promise<void> {
   await new Promise((resolve) => setImmediate(resolve));

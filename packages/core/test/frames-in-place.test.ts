@@ -135,3 +135,155 @@ describe('frames read in place', () => {
     expect(budget.charges).toEqual([0]);
   });
 });
+
+const gc = (globalThis as { gc?: () => void }).gc!;
+
+/** Collects garbage after the current job, so WeakRefs made in it may clear (vitest runs with --expose-gc). */
+async function collect(): Promise<void> {
+  await new Promise((resolve) => setImmediate(resolve));
+  gc();
+}
+
+/**
+ * The reader lets go of what it returned: once the consumer drops a message, nothing of it (the frame joined from
+ * chunks, or the chunk its frames lay in) stays pinned by a reader that waits for the next chunk — a peer could
+ * otherwise make every open stream hold its last frame (up to maxFrameSize) with no budget charged for it.
+ */
+describe('frames read in place are not held after they are returned', () => {
+  /** The payload buffer of a 1 MiB response that arrived in two chunks, received and then dropped by the consumer. */
+  async function receiveJoined(framed: FramedStream, queue: ChunkQueue): Promise<WeakRef<ArrayBufferLike>> {
+    const frame = encodeFrame({ type: 'response', body: Buffer.alloc(1024 * 1024, 7) });
+    queue.push(Buffer.from(frame.subarray(0, 1000)));
+    queue.push(Buffer.from(frame.subarray(1000)));
+    const message = (await framed.receive()) as { type: string; body: Buffer };
+    expect(message.body.equals(Buffer.alloc(1024 * 1024, 7))).toBe(true);
+    return new WeakRef(message.body.buffer);
+  }
+
+  /** A chunk of two frames, the last ending at the chunk's end, both received and dropped. */
+  async function receiveChunk(framed: FramedStream, queue: ChunkQueue): Promise<WeakRef<ArrayBufferLike>> {
+    const chunk = Buffer.concat([encodeFrame({ type: 'item', body: 'first' }), encodeFrame({ type: 'item', body: Buffer.alloc(256 * 1024, 5) })]);
+    queue.push(chunk);
+    expect(await framed.receive()).toEqual({ type: 'item', body: 'first' });
+    const second = framed.takeReady() as { body: Buffer };
+    expect(second.body.length).toBe(256 * 1024);
+    return new WeakRef(chunk.buffer);
+  }
+
+  it('pull reads: a frame joined from chunks, once dropped, is not pinned while the reader waits', async () => {
+    const queue = new ChunkQueue();
+    const framed = new FramedStream(queueStream(queue), 16 * 1024 * 1024);
+    const joined = await receiveJoined(framed, queue);
+    const waiting = framed.receive(); // the consumer reads on: nothing more has come
+    await collect();
+    expect(joined.deref()?.byteLength).toBeUndefined(); // collected (a size: it is still held)
+    queue.end();
+    expect(await waiting).toBeUndefined();
+  });
+
+  it('pull reads: a chunk whose frames were all returned and dropped is not pinned while the reader waits', async () => {
+    const queue = new ChunkQueue();
+    const framed = new FramedStream(queueStream(queue), 16 * 1024 * 1024);
+    const chunk = await receiveChunk(framed, queue);
+    const waiting = framed.receive();
+    await collect();
+    expect(chunk.deref()?.byteLength).toBeUndefined();
+    queue.end();
+    expect(await waiting).toBeUndefined();
+  });
+
+  it('push reads: the last frame handed to the receiver is not pinned between chunks', async () => {
+    const queue = new ChunkQueue();
+    const framed = new FramedStream({ ...queueStream(queue), listen: (sink) => queue.listen(sink) }, 16 * 1024 * 1024);
+    const received: WireMessage[] = [];
+    const ended: string[] = [];
+    expect(framed.listen({ onMessage: (message) => (message ? void received.push(message) : void ended.push('end')), onReadError: () => void ended.push('error') })).toBe(true);
+    const joined = ((): WeakRef<ArrayBufferLike> => {
+      const frame = encodeFrame({ type: 'response', body: Buffer.alloc(1024 * 1024, 9) });
+      queue.push(Buffer.from(frame.subarray(0, 1000)));
+      queue.push(Buffer.from(frame.subarray(1000)));
+      const body = (received.pop() as { body: Buffer }).body;
+      expect(body.equals(Buffer.alloc(1024 * 1024, 9))).toBe(true);
+      return new WeakRef(body.buffer);
+    })();
+    await collect();
+    expect(joined.deref()?.byteLength).toBeUndefined(); // collected (a size: it is still held)
+    queue.end();
+    expect(ended).toEqual(['end']);
+  });
+
+  it('FrameDecoder.push holds nothing of the frames it returned', async () => {
+    const decoder = new FrameDecoder();
+    const joined = ((): WeakRef<ArrayBufferLike> => {
+      const frame = encodeFrame({ type: 'response', body: Buffer.alloc(1024 * 1024, 3) });
+      expect(decoder.push(Buffer.from(frame.subarray(0, 1000)))).toEqual([]);
+      const [payload] = decoder.push(Buffer.from(frame.subarray(1000)));
+      expect(payload!.length).toBe(frame.length - 4);
+      return new WeakRef(payload!.buffer);
+    })();
+    await collect();
+    expect(joined.deref()?.byteLength).toBeUndefined(); // collected (a size: it is still held)
+    expect(decoder.idle).toBe(true);
+  });
+});
+
+describe('frames read in place, cut at every byte', () => {
+  /** Payloads of every frame `next` finds in `chunks`, as copies; the decoder must end idle with nothing unread. */
+  function payloadsOf(chunks: Uint8Array[], max?: number): Buffer[] {
+    const decoder = new FrameDecoder(max);
+    const out: Buffer[] = [];
+    for (const chunk of chunks) {
+      decoder.feed(chunk);
+      while (decoder.next()) {
+        expect(decoder.frameEnd).toBeLessThanOrEqual(decoder.frameBytes.length);
+        out.push(Buffer.from(decoder.frameBytes.subarray(decoder.frameStart, decoder.frameEnd)));
+      }
+      expect(decoder.unread).toBe(false);
+    }
+    expect(decoder.idle).toBe(true);
+    return out;
+  }
+
+  /** A frame around any payload, one that is no message included (a zero-length one). */
+  const frameOf = (payload: Buffer): Buffer => {
+    const header = Buffer.alloc(4);
+    header.writeUInt32BE(payload.length, 0);
+    return Buffer.concat([header, payload]);
+  };
+  // A zero-length frame first, between others and last; a frame that spans chunks and completes mid-chunk.
+  const payloads = [Buffer.alloc(0), Buffer.from('a'), Buffer.alloc(0), Buffer.alloc(40, 7), Buffer.from('xyz'), Buffer.alloc(0)];
+  const stream = Buffer.concat(payloads.map(frameOf));
+
+  it('two chunks cut at every position, and at every pair of positions, give every frame', () => {
+    for (let i = 0; i <= stream.length; i++) {
+      expect(payloadsOf([stream.subarray(0, i), stream.subarray(i)])).toEqual(payloads);
+      for (let j = i; j <= stream.length; j++) {
+        expect(payloadsOf([stream.subarray(0, i), stream.subarray(i, j), stream.subarray(j)])).toEqual(payloads);
+      }
+    }
+  });
+
+  it('one byte per chunk gives every frame', () => {
+    expect(payloadsOf([...stream].map((byte) => Buffer.from([byte])))).toEqual(payloads);
+  });
+
+  it('a header over the limit after whole frames is refused wherever the chunks are cut, after the frames before it', () => {
+    const refused = Buffer.concat([stream, frameOf(Buffer.alloc(100, 1)), frameOf(Buffer.from('after'))]);
+    for (let i = 0; i <= refused.length; i++) {
+      const decoder = new FrameDecoder(64);
+      const out: Buffer[] = [];
+      let error: unknown;
+      try {
+        for (const chunk of [refused.subarray(0, i), refused.subarray(i)]) {
+          decoder.feed(chunk);
+          while (decoder.next()) out.push(Buffer.from(decoder.frameBytes.subarray(decoder.frameStart, decoder.frameEnd)));
+        }
+      } catch (caught) {
+        error = caught;
+      }
+      expect(error).toMatchObject({ code: 'FRAME_TOO_LARGE' });
+      expect(out).toEqual(payloads); // every frame before it, none after
+      expect(decoder.unread).toBe(false); // nothing after it is read
+    }
+  });
+});

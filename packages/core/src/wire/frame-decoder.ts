@@ -13,7 +13,8 @@ const EMPTY = new Uint8Array(0);
  *
  * Two ways to read: `push` returns a chunk's payloads as views; `feed` then `next` reads them one at a time in
  * place (`frameBytes` from `frameStart` to `frameEnd`), with no view or list per frame — a 16 KiB chunk of tokens
- * holds ~700 frames, and a view each was a tenth of a stream's per-item cost in profiles.
+ * holds ~700 frames, and a view each was a tenth of a stream's per-item cost in profiles. A reader that may wait
+ * after a frame (for the next chunk) calls `release` once it read it, so the decoder pins nothing it returned.
  *
  * Chunks passed in are kept (as views) until their frames are read: callers must not reuse them.
  */
@@ -25,7 +26,10 @@ export class FrameDecoder {
   /** The chunk `next` reads from `offset` on (`feed`); EMPTY once read to its end. */
   private chunk: Uint8Array = EMPTY;
   private offset = 0;
-  /** The bytes holding the payload of the frame `next` found last: the chunk fed, or a frame joined from chunks. */
+  /**
+   * The bytes holding the payload of the frame `next` found last: the chunk fed, or a frame joined from chunks
+   * (empty once `release`d, or once `next` found no frame).
+   */
   frameBytes: Uint8Array = EMPTY;
   /** Where that payload starts in `frameBytes`. */
   frameStart = 0;
@@ -117,31 +121,46 @@ export class FrameDecoder {
       }
       this.partial = new PartialFrame(length);
     }
-    // Read to its end: let the chunk go (what a partial frame needs of it was copied).
+    // Read to its end: let the chunk go (what a partial frame needs of it was kept or copied).
     this.chunk = EMPTY;
     this.offset = 0;
+    this.frameBytes = EMPTY;
     return false;
+  }
+
+  /**
+   * Lets go of the frame `next` found last, once it is read: a reader that then waits for the next chunk must not
+   * pin it (a frame joined from chunks is up to maxFrameSize, and no budget counts a frame once it is whole).
+   */
+  release(): void {
+    this.frameBytes = EMPTY;
   }
 
   /** Drops what was fed and not read yet (the stream failed: nothing after the failure is wanted). */
   discard(): void {
     this.chunk = EMPTY;
     this.offset = 0;
+    this.frameBytes = EMPTY;
   }
 
   private found(bytes: Uint8Array, start: number, end: number, offset: number): true {
     this.frameBytes = bytes;
     this.frameStart = start;
     this.frameEnd = end;
-    this.offset = offset;
+    if (offset < this.chunk.length) {
+      this.offset = offset;
+    } else {
+      // The chunk is read to its end: not kept for the next call (the reader may wait long before it makes one).
+      this.chunk = EMPTY;
+      this.offset = 0;
+    }
     return true;
   }
 
   private checkLength(length: number): void {
     if (length > this.maxFrameSize) {
       // Nothing after a refused frame is read: the stream is reset.
-      this.chunk = EMPTY;
-      this.offset = 0;
+      this.discard();
       throw new AgentError('FRAME_TOO_LARGE', `incoming frame of ${length} bytes exceeds the ${this.maxFrameSize}-byte limit`);
     }
   }

@@ -347,6 +347,7 @@ export class FramedStream implements BudgetHolder, ChunkSink {
     }
     if (!found) return undefined;
     const { frameBytes, frameStart, frameEnd } = decoder;
+    decoder.release(); // the message holds what it needs of the bytes; a reader that waits holds none of them
     this.lastFrameBytes = frameEnd - frameStart;
     return decodePayloadAt(frameBytes, frameStart, frameEnd);
   }

@@ -1,6 +1,6 @@
 /**
- * Deterministic hostile inputs for the decoder path (FrameDecoder.push + decodePayload): valid messages of every
- * type mutated byte by byte, random bytes, and shapes built to hurt (deep nesting, huge declared lengths,
+ * Deterministic hostile inputs for the decoder path (FrameDecoder.feed/next + decodePayloadAt): valid messages of
+ * every type mutated byte by byte, random bytes, and shapes built to hurt (deep nesting, huge declared lengths,
  * extension types, prototype keys, container floods, 64-bit integers). Each input is the chunks a peer would send.
  */
 import { encodeFrame, type WireMessage } from '../../src/transport.js';

@@ -1,10 +1,14 @@
 /**
- * Runs fuzz inputs through the decoder path as FramedStream does (FrameDecoder.push, then decodePayload for each
- * complete frame) and records what came out: errors by code, anything that is not an AgentError, decoded values
- * that carry a BigInt or a foreign prototype, and the time each input took.
+ * Runs fuzz inputs through the decoder path as FramedStream does (FrameDecoder.feed/next, then decodePayloadAt on
+ * each complete frame where it lies in its chunk) and records what came out: errors by code, anything that is not
+ * an AgentError, decoded values that carry a BigInt or a foreign prototype, and the time each input took. Each
+ * input is also decoded from copies of its payloads (decodePayload on a copy of each frame, which has nothing past
+ * its end): the two must agree, so a reader that looked past a frame's end into the next frame's bytes shows.
  */
+import { isDeepStrictEqual } from 'node:util';
 import { AgentError } from '../../src/index.js';
 import { FrameDecoder, decodePayload } from '../../src/transport.js';
+import { decodePayloadAt } from '../../src/wire/codec.js';
 import { InputSource, Rng, type FuzzInput } from './inputs.js';
 
 export interface FuzzReport {
@@ -46,19 +50,55 @@ function hex(input: FuzzInput): string {
   return Buffer.concat(input.chunks).subarray(0, 48).toString('hex');
 }
 
-/** The decoder path as FramedStream runs it: a fresh decoder, each chunk pushed, each complete frame decoded. */
-function decode(input: FuzzInput): { decoded: unknown[]; idle: boolean; error?: unknown; ms: number } {
+interface Outcome {
+  decoded: unknown[];
+  idle: boolean;
+  error?: unknown;
+  ms: number;
+}
+
+/** The decoder path as FramedStream runs it: a fresh decoder, each chunk fed, each complete frame decoded in place. */
+function decode(input: FuzzInput): Outcome {
   const decoded: unknown[] = [];
   const started = performance.now();
   const decoder = new FrameDecoder(input.maxFrameSize);
   try {
     for (const chunk of input.chunks) {
-      for (const payload of decoder.push(chunk)) decoded.push(decodePayload(payload));
+      decoder.feed(chunk);
+      while (decoder.next()) {
+        const { frameBytes, frameStart, frameEnd } = decoder;
+        decoder.release();
+        decoded.push(decodePayloadAt(frameBytes, frameStart, frameEnd));
+      }
     }
   } catch (error) {
     return { decoded, idle: decoder.idle, error, ms: performance.now() - started };
   }
   return { decoded, idle: decoder.idle, ms: performance.now() - started };
+}
+
+/** The same input decoded from a copy of each payload (nothing past a frame's end to read). */
+function decodeCopies(input: FuzzInput): Outcome {
+  const decoded: unknown[] = [];
+  const decoder = new FrameDecoder(input.maxFrameSize);
+  try {
+    for (const chunk of input.chunks) {
+      decoder.feed(chunk);
+      while (decoder.next()) decoded.push(decodePayload(Buffer.from(decoder.frameBytes.subarray(decoder.frameStart, decoder.frameEnd))));
+    }
+  } catch (error) {
+    return { decoded, idle: decoder.idle, error, ms: 0 };
+  }
+  return { decoded, idle: decoder.idle, ms: 0 };
+}
+
+/** Where two outcomes of one input differ (messages, the error's code, whether the decoder ended idle), if they do. */
+function disagreement(inPlace: Outcome, copied: Outcome): string | undefined {
+  const code = (outcome: Outcome): unknown => (outcome.error instanceof AgentError ? outcome.error.code : outcome.error);
+  if (code(inPlace) !== code(copied)) return `in place ${String(code(inPlace))}, from copies ${String(code(copied))}`;
+  if (inPlace.idle !== copied.idle) return `idle in place ${inPlace.idle}, from copies ${copied.idle}`;
+  if (!isDeepStrictEqual(inPlace.decoded, copied.decoded)) return 'messages decoded in place differ from those decoded from copies';
+  return undefined;
 }
 
 export function runFuzz(options: { count: number; seed: number; onProgress?(done: number): void }): FuzzReport {
@@ -96,6 +136,8 @@ export function runFuzz(options: { count: number; seed: number; onProgress?(done
       report.maxMs = ms;
       report.slowestKind = input.kind;
     }
+    const differs = disagreement(outcome, decodeCopies(input));
+    if (differs) fail(differs, input);
     const error = outcome.error;
     if (error === undefined) {
       report.messages += outcome.decoded.length;

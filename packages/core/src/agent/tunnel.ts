@@ -1,7 +1,7 @@
 import { AgentError, toAgentError } from '../errors.js';
 import type { ChannelStream } from '../channel.js';
-import { decodePayload, encodeFrame, FRAME_HEADER_BYTES } from '../wire/codec.js';
-import { readU32 } from '../util/bytes.js';
+import { decodePayload, encodeFrame } from '../wire/codec.js';
+import { FrameDecoder } from '../wire/frame-decoder.js';
 import type { ChannelPool } from './channel-pool.js';
 import type { OutboundCall } from './outbound-call.js';
 
@@ -36,19 +36,22 @@ export async function openTunnel(pool: ChannelPool, call: OutboundCall, maxFrame
   }
 }
 
-/** Reads one length-prefixed frame and returns it with whatever bytes followed it in the last chunk. */
-async function readOneFrame(stream: ChannelStream, maxFrameSize: number): Promise<{ payload: Uint8Array; rest: Uint8Array }> {
-  let buffered = Buffer.alloc(0);
+/**
+ * Reads one length-prefixed frame and returns it with whatever bytes followed it in the last chunk. The frame is
+ * joined by core's FrameDecoder: a peer that sends its reply a byte at a time costs linear copying and one piece
+ * per half of what arrived (PartialFrame), not a copy of everything so far per chunk (the rendezvous reads a
+ * stranger's reply this way when it relays).
+ */
+export async function readOneFrame(stream: ChannelStream, maxFrameSize: number): Promise<{ payload: Uint8Array; rest: Uint8Array }> {
+  const decoder = new FrameDecoder(maxFrameSize);
   for (;;) {
-    if (buffered.length >= FRAME_HEADER_BYTES) {
-      const length = readU32(buffered, 0);
-      if (length > maxFrameSize) throw new AgentError('FRAME_TOO_LARGE', `reply frame of ${length} bytes exceeds the limit`);
-      const end = FRAME_HEADER_BYTES + length;
-      if (buffered.length >= end) return { payload: buffered.subarray(FRAME_HEADER_BYTES, end), rest: buffered.subarray(end) };
-    }
     const chunk = await stream.read();
     if (chunk === undefined) throw new AgentError('UNAVAILABLE', 'peer ended the stream before accepting the tunnel');
-    buffered = Buffer.concat([buffered, chunk]);
+    decoder.feed(chunk);
+    if (decoder.next()) {
+      const payload = decoder.frameBytes.subarray(decoder.frameStart, decoder.frameEnd);
+      return { payload, rest: decoder.takeUnread() };
+    }
   }
 }
 

@@ -136,6 +136,17 @@ export class FrameDecoder {
     this.frameBytes = EMPTY;
   }
 
+  /**
+   * Takes the bytes fed and not read yet, and lets them go: what follows a frame that is not agentlink framing (a
+   * tunnel's raw bytes right behind its accepting reply).
+   */
+  takeUnread(): Uint8Array {
+    const rest = this.chunk.subarray(this.offset);
+    this.chunk = EMPTY;
+    this.offset = 0;
+    return rest;
+  }
+
   /** Drops what was fed and not read yet (the stream failed: nothing after the failure is wanted). */
   discard(): void {
     this.chunk = EMPTY;

@@ -50,6 +50,19 @@ describe('TurnBatch', () => {
     expect(writes).toHaveLength(2);
   });
 
+  it("only a turn's first flushAfter frame leaves at once: 100 streamed calls started in one loop make two writes", async () => {
+    const { socket, writes } = recordingSocket();
+    const batch = new TurnBatch(socket);
+    for (let i = 0; i < 100; i++) send(batch, socket, `request ${i}`, false, true);
+    expect(writes).toEqual([['request 0']]);
+    await new Promise((resolve) => process.nextTick(resolve));
+    expect(writes).toHaveLength(2);
+    expect(writes[1]).toHaveLength(99);
+    // The next turn's first one leaves at once again.
+    send(batch, socket, 'next turn', false, true);
+    expect(writes).toHaveLength(3);
+  });
+
   it('flushBefore sends what was held, and the batch budget bounds a burst', async () => {
     const { socket, writes } = recordingSocket();
     const batch = new TurnBatch(socket);

@@ -189,6 +189,8 @@ export class Http2Channel implements Channel {
     } finally {
       clearTimeout(timer);
     }
+    // Woken by the session's close (`finish`): the call fails with its reason now, not after REVERSE_WAIT_MS.
+    if (this.closeReason) throw this.closeReason;
     return this.serverReverse();
   }
 
@@ -257,6 +259,7 @@ export class Http2Channel implements Channel {
   private finish(reason: AgentError): void {
     this.closeReason ??= reason;
     for (const wake of this.slotWaiters.splice(0)) wake();
+    this.resolveReverse?.(); // calls back waiting for the reverse stream fail with the close (waitForReverse)
     this.closeReverse(this.closeReason);
     this.resolveClosed(this.closeReason);
   }

@@ -20,6 +20,7 @@ import { once } from 'node:events';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { readAll, requestBurst } from './native-read.js';
 
 const { values: args, positionals } = parseArgs({
   allowPositionals: true,
@@ -88,13 +89,7 @@ async function serveRawQuic(build: string, Identity: any): Promise<string> {
   const tls = selfSignedCertificate(identity);
   const endpoint = await native.binding.bindEndpoint({ host: '127.0.0.1', port: 0, cert: tls.certDer, key: tls.keyDer, accept: true });
   const serveStream = async (stream: any): Promise<void> => {
-    const parts: Buffer[] = [];
-    for (;;) {
-      const data = stream.tryRead(1 << 20) ?? (await stream.read(1 << 20));
-      if (!data || data.length === 0) break;
-      parts.push(data);
-    }
-    const count = Buffer.concat(parts).readUInt32BE(0);
+    const count = (await readAll(stream)).readUInt32BE(0);
     const token = Buffer.alloc(TOKEN_BYTES, 7);
     const marks = [now()];
     for (let i = 0; i < count; i++) {
@@ -131,12 +126,7 @@ async function rawQuicClient(build: string, address: string): Promise<{ burst(co
   const connection = await endpoint.dial('127.0.0.1', Number(port), Buffer.from(publicKeyFromAgentId(key)), 5000).connection();
   return {
     async *burst(count: number) {
-      const stream = connection.tryOpenStream() ?? (await connection.openStream());
-      const request = Buffer.alloc(4);
-      request.writeUInt32BE(count, 0);
-      const taken = stream.tryWrite(request);
-      if (taken < request.length) await stream.write(request.subarray(taken));
-      if (!stream.tryFinish()) await stream.finish();
+      const stream = await requestBurst(connection, count);
       for (;;) {
         const data: Buffer | null = stream.tryRead(1 << 20) ?? (await stream.read(1 << 20));
         if (!data || data.length === 0) break;

@@ -12,6 +12,7 @@ import { Identity, publicKeyFromAgentId } from '@agentlink/core';
 import { selfSignedCertificate } from '@agentlink/core/transport';
 import type { NativeBinding, NativeStream } from '@agentlink/quic';
 import { WebSocket, WebSocketServer } from 'ws';
+import { readAll, requestBurst } from './native-read.js';
 
 /** One burst source: `burst(count, onFirst)` calls `onFirst` when the first token lands, resolves once all did. */
 /** A token as the handler yields it: bytes, or (`token-burst --string`) a string, which each raw transport sends as its users would. */
@@ -117,12 +118,7 @@ export async function rawQuicBurst(binding: NativeBinding, token: Token): Promis
   const connection = await client.dial('127.0.0.1', server.localPort, Buffer.from(publicKeyFromAgentId(identity.id)), 5000).connection();
   return {
     async burst(count, onFirst) {
-      const stream = connection.tryOpenStream() ?? (await connection.openStream());
-      const request = Buffer.alloc(4);
-      request.writeUInt32BE(count, 0);
-      const taken = stream.tryWrite(request);
-      if (taken < request.length) await stream.write(request.subarray(taken));
-      if (!stream.tryFinish()) await stream.finish();
+      const stream = await requestBurst(connection, count);
       let received = 0;
       for (;;) {
         const data = stream.tryRead(1 << 20) ?? (await stream.read(1 << 20));
@@ -143,13 +139,7 @@ export async function rawQuicBurst(binding: NativeBinding, token: Token): Promis
 }
 
 async function serveBurst(stream: NativeStream, token: Token): Promise<void> {
-  const parts: Buffer[] = [];
-  for (;;) {
-    const data = stream.tryRead(1 << 20) ?? (await stream.read(1 << 20));
-    if (!data || data.length === 0) break;
-    parts.push(data);
-  }
-  const count = Buffer.concat(parts).readUInt32BE(0);
+  const count = (await readAll(stream)).readUInt32BE(0);
   for (let i = 0; i < count; i++) {
     const bytes = typeof token === 'string' ? Buffer.from(token) : token; // the engine takes bytes: encode each
     const taken = stream.tryWrite(bytes);

@@ -10,6 +10,7 @@ import { Identity, publicKeyFromAgentId } from '@agentlink/core';
 import { selfSignedCertificate } from '@agentlink/core/transport';
 import type { NativeBinding, NativeConnection, NativeReadEvent, NativeStream } from '@agentlink/quic';
 import { WebSocket, WebSocketServer } from 'ws';
+import { readAll } from './native-read.js';
 
 export interface Echo {
   call(): Promise<void>;
@@ -92,17 +93,6 @@ async function echoStream(stream: NativeStream): Promise<void> {
   if (taken < request.length) await stream.write(request.subarray(taken));
   if (!stream.tryFinish()) await stream.finish();
   stream.release();
-}
-
-/** Everything up to the peer's end. */
-async function readAll(stream: NativeStream): Promise<Buffer> {
-  const parts: Buffer[] = [];
-  for (;;) {
-    const data = stream.tryRead(1 << 20) ?? (await stream.read(1 << 20));
-    if (!data || data.length === 0) break; // null or empty: the peer finished
-    parts.push(data);
-  }
-  return parts.length === 1 ? parts[0]! : Buffer.concat(parts);
 }
 
 /** Reads to the end through the connection's push reads: each armed read comes back in the engine's next batch. */

@@ -3,6 +3,7 @@ import fc from 'fast-check';
 import { ChunkQueue, FrameDecoder, decodePayload, encodeFrame, type ChannelStream, type WireMessage } from '../src/transport.js';
 import { decodePayloadAt } from '../src/wire/codec.js';
 import { FramedStream } from '../src/wire/framed-stream.js';
+import { queueStream } from './queue-stream.js';
 import type { ByteBudget } from '../src/agent/byte-budget.js';
 
 /**
@@ -35,15 +36,6 @@ function readInPlace(chunks: Uint8Array[]): { decoded: WireMessage[]; inChunk: b
   return { decoded, inChunk };
 }
 
-function queueStream(queue: ChunkQueue): ChannelStream {
-  return {
-    write: async () => undefined,
-    end: async () => undefined,
-    read: () => queue.read(),
-    readNow: () => queue.readNow(),
-    reset: (reason) => queue.fail(reason),
-  };
-}
 
 /** A budget that records what a holder was charged, in order. */
 function recordingBudget(): ByteBudget & { charges: number[] } {
@@ -108,7 +100,7 @@ describe('frames read in place', () => {
   it('FramedStream charges the budget with a frame left unfinished once it reaches it, and releases it when the frame completes', async () => {
     const queue = new ChunkQueue();
     const budget = recordingBudget();
-    const framed = new FramedStream(queueStream(queue), 1024 * 1024, budget);
+    const framed = new FramedStream(queueStream(queue, { push: false }), 1024 * 1024, budget);
     const large = encodeFrame({ type: 'response', body: Buffer.alloc(100_000, 3) });
     queue.push(Buffer.concat([encodeFrame({ type: 'item', body: 'one' }), encodeFrame({ type: 'item', body: 'two' }), large.subarray(0, 50_000)]));
     expect(await framed.receive()).toEqual({ type: 'item', body: 'one' });
@@ -128,7 +120,7 @@ describe('frames read in place', () => {
   it('FramedStream reads the frames of a chunk before a frame over the limit, then fails the read and releases the budget', async () => {
     const queue = new ChunkQueue();
     const budget = recordingBudget();
-    const framed = new FramedStream(queueStream(queue), 64, budget);
+    const framed = new FramedStream(queueStream(queue, { push: false }), 64, budget);
     queue.push(Buffer.concat([encodeFrame({ type: 'item', body: 'kept' }), encodeFrame({ type: 'item', body: 'x'.repeat(100) })]));
     expect(await framed.receive()).toEqual({ type: 'item', body: 'kept' });
     await expect(framed.receive()).rejects.toMatchObject({ code: 'FRAME_TOO_LARGE' });
@@ -172,7 +164,7 @@ describe('frames read in place are not held after they are returned', () => {
 
   it('pull reads: a frame joined from chunks, once dropped, is not pinned while the reader waits', async () => {
     const queue = new ChunkQueue();
-    const framed = new FramedStream(queueStream(queue), 16 * 1024 * 1024);
+    const framed = new FramedStream(queueStream(queue, { push: false }), 16 * 1024 * 1024);
     const joined = await receiveJoined(framed, queue);
     const waiting = framed.receive(); // the consumer reads on: nothing more has come
     await collect();
@@ -183,7 +175,7 @@ describe('frames read in place are not held after they are returned', () => {
 
   it('pull reads: a chunk whose frames were all returned and dropped is not pinned while the reader waits', async () => {
     const queue = new ChunkQueue();
-    const framed = new FramedStream(queueStream(queue), 16 * 1024 * 1024);
+    const framed = new FramedStream(queueStream(queue, { push: false }), 16 * 1024 * 1024);
     const chunk = await receiveChunk(framed, queue);
     const waiting = framed.receive();
     await collect();
@@ -194,7 +186,7 @@ describe('frames read in place are not held after they are returned', () => {
 
   it('push reads: the last frame handed to the receiver is not pinned between chunks', async () => {
     const queue = new ChunkQueue();
-    const framed = new FramedStream({ ...queueStream(queue), listen: (sink) => queue.listen(sink) }, 16 * 1024 * 1024);
+    const framed = new FramedStream(queueStream(queue), 16 * 1024 * 1024);
     const received: WireMessage[] = [];
     const ended: string[] = [];
     expect(framed.listen({ onMessage: (message) => (message ? void received.push(message) : void ended.push('end')), onReadError: () => void ended.push('error') })).toBe(true);

@@ -3,6 +3,7 @@ import { muxPair } from './recording-mux.js';
 import { AgentError } from '../src/index.js';
 import { ChunkQueue, encodeFrame, type ChannelStream, type ChunkSink, type WireMessage } from '../src/transport.js';
 import { FramedStream, type MessageReceiver } from '../src/wire/framed-stream.js';
+import { queueStream } from './queue-stream.js';
 
 /** A sink that records what it was handed, in order. */
 function recordingSink(): ChunkSink & { events: string[] } {
@@ -60,17 +61,6 @@ describe('ChunkQueue.listen (push-style reads)', () => {
   });
 });
 
-/** A stream whose reads are a ChunkQueue the test fills: what a transport hands FramedStream. */
-function queueStream(queue: ChunkQueue): ChannelStream {
-  return {
-    write: async () => undefined,
-    end: async () => undefined,
-    read: () => queue.read(),
-    readNow: () => queue.readNow(),
-    listen: (sink) => queue.listen(sink),
-    reset: (reason) => queue.fail(reason),
-  };
-}
 
 function recordingReceiver(): MessageReceiver & { messages: Array<WireMessage | undefined>; errors: unknown[] } {
   const messages: Array<WireMessage | undefined> = [];
@@ -120,8 +110,7 @@ describe('FramedStream.listen', () => {
 
   it('declines a stream that cannot push, so its reader falls back to receive', () => {
     const queue = new ChunkQueue();
-    const { listen: _unused, ...withoutListen } = queueStream(queue);
-    expect(new FramedStream(withoutListen, 1024).listen(recordingReceiver())).toBe(false);
+    expect(new FramedStream(queueStream(queue, { push: false }), 1024).listen(recordingReceiver())).toBe(false);
   });
 });
 

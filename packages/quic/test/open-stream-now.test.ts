@@ -4,6 +4,7 @@ import { quic } from '../src/index.js';
 import type { NativeConnection, NativeStream } from '../src/native.js';
 import { QuicChannel } from '../src/quic-channel.js';
 import { QuicChannelStream } from '../src/quic-stream.js';
+import { fakeConnection as idleConnection } from './fake-connection.js';
 
 const agents: Agent[] = [];
 afterEach(async () => {
@@ -44,26 +45,9 @@ it("a call's request reaches the engine in the turn the call starts (openStreamN
   expect((await tokens.next()).done).toBe(true);
 });
 
-/** An engine connection whose streams record what they were given; `open` decides what `tryOpenStream` does. */
+/** An idle engine connection where `open` decides what `tryOpenStream` does. */
 function fakeConnection(open: () => NativeStream | null, earlyData: NativeConnection['earlyData'] = 'none'): NativeConnection {
-  const never = new Promise<never>(() => undefined);
-  return {
-    peerKey: Buffer.alloc(32),
-    remoteAddress: '127.0.0.1:1',
-    stableId: 1,
-    earlyData,
-    handshakeDone: () => never,
-    tryOpenStream: open,
-    openStream: () => never,
-    acceptStream: () => never,
-    acceptStreams: () => never,
-    startReads: () => false,
-    takeReads: () => [],
-    close: () => undefined,
-    closed: () => never,
-    release: () => undefined,
-    stats: () => ({ rttMs: 0, sentBytes: 0, receivedBytes: 0, lostPackets: 0, congestionWindow: 0 }),
-  };
+  return idleConnection({ tryOpenStream: open, earlyData });
 }
 
 function recordingStream(): NativeStream & { written: Buffer[]; priority: number | undefined } {

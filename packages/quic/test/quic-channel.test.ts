@@ -2,32 +2,20 @@ import { Identity } from '@agentlink/core';
 import { expect, it } from 'vitest';
 import type { NativeConnection, NativeStream } from '../src/native.js';
 import { QuicChannel } from '../src/quic-channel.js';
+import { fakeConnection } from './fake-connection.js';
 
 /**
  * The engine's view of a connection a restarted peer has just reset: opening a stream fails at once, while the
  * `closed` notice is still on its way (it reaches JavaScript as a later macrotask; here it never does).
  */
 function resetConnection(): NativeConnection {
-  const never = new Promise<never>(() => undefined);
-  return {
-    peerKey: Buffer.alloc(32),
-    remoteAddress: '127.0.0.1:1',
-    stableId: 1,
-    earlyData: 'none',
+  return fakeConnection({
     handshakeDone: () => Promise.resolve(true),
     tryOpenStream: () => {
       throw new Error('UNAVAILABLE|connection reset by peer');
     },
     openStream: () => Promise.reject(new Error('UNAVAILABLE|connection reset by peer')),
-    acceptStream: () => never,
-    acceptStreams: () => never,
-    startReads: () => false,
-    takeReads: () => [],
-    close: () => undefined,
-    closed: () => never,
-    release: () => undefined,
-    stats: () => ({ rttMs: 0, sentBytes: 0, receivedBytes: 0, lostPackets: 0, congestionWindow: 0 }),
-  };
+  });
 }
 
 it('a stream the engine cannot open closes the channel at once, before its closed notice: the pool dials anew', async () => {

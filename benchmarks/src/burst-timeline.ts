@@ -20,7 +20,7 @@ import { once } from 'node:events';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { readAll, requestBurst } from './native-read.js';
+import { readAll, requestBurst, serveStreams } from './native-read.js';
 
 const { values: args, positionals } = parseArgs({
   allowPositionals: true,
@@ -101,16 +101,7 @@ async function serveRawQuic(build: string, Identity: any): Promise<string> {
     stream.release();
     process.send!(marks);
   };
-  void (async () => {
-    for (let connection = await endpoint.accept(); connection; connection = await endpoint.accept()) {
-      const accepted = connection;
-      void (async () => {
-        for (let batch = await accepted.acceptStreams(); batch.length > 0; batch = await accepted.acceptStreams()) {
-          for (const stream of batch) void serveStream(stream).catch(() => undefined);
-        }
-      })();
-    }
-  })();
+  serveStreams(endpoint, serveStream);
   return `${endpoint.localPort}:${identity.id}`;
 }
 

@@ -1,4 +1,4 @@
-import type { NativeConnection, NativeStream } from '@agentlink/quic';
+import type { NativeConnection, NativeEndpoint, NativeStream } from '@agentlink/quic';
 
 /** Everything the peer sends on a raw engine stream, up to its end (the raw QUIC subjects' request reader). */
 export async function readAll(stream: Pick<NativeStream, 'tryRead' | 'read'>): Promise<Buffer> {
@@ -20,4 +20,21 @@ export async function requestBurst(connection: Pick<NativeConnection, 'tryOpenSt
   if (taken < request.length) await stream.write(request.subarray(taken));
   if (!stream.tryFinish()) await stream.finish();
   return stream;
+}
+
+/**
+ * Serves every stream of every connection `endpoint` accepts with `serve`, in the background (streams arrive in
+ * batches, as the QUIC channel takes them); a stream that fails is dropped.
+ */
+export function serveStreams(endpoint: Pick<NativeEndpoint, 'accept'>, serve: (stream: NativeStream) => Promise<void>): void {
+  void (async () => {
+    for (let connection = await endpoint.accept(); connection; connection = await endpoint.accept()) {
+      const accepted = connection;
+      void (async () => {
+        for (let batch = await accepted.acceptStreams(); batch.length > 0; batch = await accepted.acceptStreams()) {
+          for (const stream of batch) void serve(stream).catch(() => undefined);
+        }
+      })();
+    }
+  })();
 }

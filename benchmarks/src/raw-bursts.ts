@@ -12,7 +12,7 @@ import { Identity, publicKeyFromAgentId } from '@agentlink/core';
 import { selfSignedCertificate } from '@agentlink/core/transport';
 import type { NativeBinding, NativeStream } from '@agentlink/quic';
 import { WebSocket, WebSocketServer } from 'ws';
-import { readAll, requestBurst } from './native-read.js';
+import { readAll, requestBurst, serveStreams } from './native-read.js';
 
 /** One burst source: `burst(count, onFirst)` calls `onFirst` when the first token lands, resolves once all did. */
 /** A token as the handler yields it: bytes, or (`token-burst --string`) a string, which each raw transport sends as its users would. */
@@ -103,16 +103,7 @@ export async function rawQuicBurst(binding: NativeBinding, token: Token): Promis
   const identity = Identity.generate();
   const tls = selfSignedCertificate(identity);
   const server = await binding.bindEndpoint({ host: '127.0.0.1', port: 0, cert: tls.certDer, key: tls.keyDer, accept: true });
-  void (async () => {
-    for (let connection = await server.accept(); connection; connection = await server.accept()) {
-      const accepted = connection;
-      void (async () => {
-        for (let batch = await accepted.acceptStreams(); batch.length > 0; batch = await accepted.acceptStreams()) {
-          for (const stream of batch) void serveBurst(stream, token).catch(() => undefined);
-        }
-      })();
-    }
-  })();
+  serveStreams(server, (stream) => serveBurst(stream, token));
   const clientTls = selfSignedCertificate(Identity.generate());
   const client = await binding.bindEndpoint({ host: '127.0.0.1', port: 0, cert: clientTls.certDer, key: clientTls.keyDer, accept: false });
   const connection = await client.dial('127.0.0.1', server.localPort, Buffer.from(publicKeyFromAgentId(identity.id)), 5000).connection();

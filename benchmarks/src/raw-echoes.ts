@@ -10,7 +10,7 @@ import { Identity, publicKeyFromAgentId } from '@agentlink/core';
 import { selfSignedCertificate } from '@agentlink/core/transport';
 import type { NativeBinding, NativeConnection, NativeReadEvent, NativeStream } from '@agentlink/quic';
 import { WebSocket, WebSocketServer } from 'ws';
-import { readAll } from './native-read.js';
+import { readAll, serveStreams } from './native-read.js';
 
 export interface Echo {
   call(): Promise<void>;
@@ -54,16 +54,7 @@ export async function rawQuicEcho(binding: NativeBinding, payload: Buffer, optio
   const identity = Identity.generate();
   const tls = selfSignedCertificate(identity);
   const server = await binding.bindEndpoint({ host: '127.0.0.1', port: 0, cert: tls.certDer, key: tls.keyDer, accept: true });
-  void (async () => {
-    for (let connection = await server.accept(); connection; connection = await server.accept()) {
-      const accepted = connection;
-      void (async () => {
-        for (let batch = await accepted.acceptStreams(); batch.length > 0; batch = await accepted.acceptStreams()) {
-          for (const stream of batch) void echoStream(stream).catch(() => undefined);
-        }
-      })();
-    }
-  })();
+  serveStreams(server, echoStream);
   const clientTls = selfSignedCertificate(Identity.generate());
   const client = await binding.bindEndpoint({ host: '127.0.0.1', port: 0, cert: clientTls.certDer, key: clientTls.keyDer, accept: false });
   const connection = await client.dial('127.0.0.1', server.localPort, Buffer.from(publicKeyFromAgentId(identity.id)), 5000).connection();

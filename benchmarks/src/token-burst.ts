@@ -93,7 +93,7 @@ for (const channel of channels) {
     const { loadNative } = await import('@agentlink/quic');
     const native = loadNative();
     if (!native.ok) {
-      console.error(`quic: the engine does not load here (${native.error}); skipped`);
+      console.error(`quic: the engine does not load here (${native.reason}); skipped`);
       continue;
     }
     raw = await rawQuicBurst(native.binding, rawToken);

@@ -78,9 +78,9 @@ export class QuicChannelStream implements ChannelStream, PushReader {
     }
     if (this.corked.length > 0) {
       const flushed = this.flush();
-      if (flushed !== WRITTEN) return flushed.then(() => this.send(data));
+      if (flushed !== WRITTEN) return flushed.then(() => this.write(chunk));
     }
-    return this.send(data);
+    return this.holdUntilSent(this.send(data));
   }
 
   private readonly flushAtEndOfTick = (): void => {
@@ -93,7 +93,15 @@ export class QuicChannelStream implements ChannelStream, PushReader {
     const data = this.corked.length === 1 ? this.corked[0]! : Buffer.concat(this.corked, this.corkedBytes);
     this.corked = [];
     this.corkedBytes = 0;
-    const sent = this.send(data);
+    return this.holdUntilSent(this.send(data));
+  }
+
+  /**
+   * A send the engine did not take whole holds every write after it until its rest is out: the engine's wait for
+   * credit runs on its own thread, and a later `tryWrite` could take credit that arrives meanwhile, ahead of that
+   * rest (test/write-order.test.ts), whether or not the caller awaited the first write.
+   */
+  private holdUntilSent(sent: Promise<void>): Promise<void> {
     if (sent === WRITTEN) return sent;
     const blocked: Promise<void> = sent.then(
       () => {
@@ -178,7 +186,7 @@ export class QuicChannelStream implements ChannelStream, PushReader {
         this.ended();
         return WRITTEN;
       }
-      const rest = this.send(data.subarray(taken));
+      const rest = this.holdUntilSent(this.send(data.subarray(taken)));
       return rest === WRITTEN ? this.end() : rest.then(() => this.end());
     }
     const written = this.write(chunk);

@@ -101,13 +101,14 @@ function pushReader(connection: NativeConnection): (stream: NativeStream) => Pro
     const token = ++tokens;
     const parts: Buffer[] = [];
     for (;;) {
-      const ready = stream.tryRead(1 << 20);
-      if (ready && ready.length === 0) break;
-      if (ready) {
+      // What is here, or else the read armed, in one crossing (two with an engine older than `readOrArm`, for A/Bs).
+      const ready = typeof stream.readOrArm === 'function' ? stream.readOrArm(token, 1 << 20) : (stream.tryRead(1 << 20) ?? stream.armRead(token, 1 << 20));
+      if (ready === false) throw new Error('push reads not running');
+      if (ready !== true && ready.length === 0) break;
+      if (ready !== true) {
         parts.push(ready);
         continue;
       }
-      if (!stream.armRead(token, 1 << 20)) throw new Error('push reads not running');
       const event = await new Promise<NativeReadEvent>((resolve) => waiting.set(token, resolve));
       if (event.error) throw new Error(event.error);
       if (event.data) parts.push(event.data);

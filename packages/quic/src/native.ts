@@ -15,6 +15,11 @@ export interface NativeStream {
   read(max: number): Promise<Buffer | null>;
   /** Asks for the next bytes through the connection's push reads (`startReads`); false when they are not running. */
   armRead(token: number, max: number): boolean;
+  /**
+   * `tryRead`, and `armRead` when nothing is ready, in one crossing: the bytes (empty at the peer's end), true
+   * once armed, false when push reads are not running (then `read`).
+   */
+  readOrArm(token: number, max: number): Buffer | boolean;
   tryFinish(): boolean;
   finish(): Promise<void>;
   reset(code: number): void;

@@ -33,11 +33,15 @@ export class PushReads {
     return this.nextToken;
   }
 
-  /** Arms `native`'s next read for `reader`; false when push reads are not running (then the async `read`). */
-  arm(native: NativeStream, token: number, reader: PushReader, max: number): boolean {
-    if (!this.running || !native.armRead(token, max)) return false;
-    this.waiting.set(token, reader);
-    return true;
+  /**
+   * `native`'s bytes if they are here, else its next read armed for `reader` (true), in one crossing; false when
+   * push reads are not running or the connection's reads ended (then the async `read`).
+   */
+  readOrArm(native: NativeStream, token: number, reader: PushReader, max: number): Buffer | boolean {
+    if (!this.running) return false;
+    const ready = native.readOrArm(token, max);
+    if (ready === true) this.waiting.set(token, reader);
+    return ready;
   }
 
   private readonly ready = (): void => {

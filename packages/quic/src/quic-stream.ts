@@ -218,19 +218,21 @@ export class QuicChannelStream implements ChannelStream, PushReader {
       return Promise.resolve(this.remoteEnd());
     }
     if (this.readNowFailure) return Promise.reject(this.fail(this.readNowFailure.error));
+    // With push reads, what is here and else the armed read are one crossing (`readOrArm`), not two.
+    let ready: Buffer | boolean | null;
     try {
-      const ready = this.native.tryRead(READ_SIZE);
-      if (ready) return Promise.resolve(ready.length > 0 ? ready : this.remoteEnd());
+      ready = this.reads?.running ? this.reads.readOrArm(this.native, this.token, this, READ_SIZE) : this.native.tryRead(READ_SIZE);
     } catch (error) {
       return Promise.reject(this.fail(error));
     }
-    if (this.reads?.arm(this.native, this.token, this, READ_SIZE)) {
+    if (ready === true) {
       const armed = new Promise<Uint8Array | undefined>((resolve, reject) => {
         this.readSettlers = { resolve, reject };
       });
       this.pendingRead = armed;
       return armed;
     }
+    if (ready) return Promise.resolve(ready.length > 0 ? ready : this.remoteEnd());
     const reading = this.native.read(READ_SIZE).then(
       (data) => data ?? this.remoteEnd(),
       (error: unknown) => Promise.reject(this.fail(error)),

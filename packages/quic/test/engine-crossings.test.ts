@@ -138,6 +138,42 @@ it('push reads: each armed stream\'s bytes arrive with its token and the end, in
   server.release();
 });
 
+it('readOrArm: bytes already here come back at once, else the read is armed and its bytes come in a batch; false without push reads', async () => {
+  const { client, server } = await connectedPair();
+  // A stream opened before push reads started cannot arm: nothing has arrived, so neither bytes nor armed.
+  const early = client.tryOpenStream() ?? (await client.openStream());
+  expect(early.readOrArm(1, 1024)).toBe(false);
+  const reads = pushReads(client);
+  const caller = client.tryOpenStream() ?? (await client.openStream());
+  expect(caller.tryWriteFinish(Buffer.from('question'))).toBe(8);
+  expect(caller.readOrArm(1, 1024)).toBe(true); // nothing here yet: armed
+  // The early stream comes first: QUIC opens every lower-numbered stream with the caller's.
+  const both: NativeStream[] = [];
+  while (both.length < 2) both.push(...(await server.acceptStreams()));
+  const accepted = both[1];
+  // The frame that opened the stream carried the request and its end: here at once, without push reads.
+  expect(accepted!.readOrArm(2, 1024)).toEqual(Buffer.from('question'));
+  expect(accepted!.readOrArm(2, 1024)).toEqual(Buffer.alloc(0));
+  expect(accepted!.tryWriteFinish(Buffer.from('answer'))).toBe(6);
+  while (!reads.events.some((event) => event.token === 1)) await reads.next();
+  const answer = reads.events.find((event) => event.token === 1)!;
+  expect(answer.data?.toString()).toBe('answer');
+  expect(answer.error ?? undefined).toBeUndefined();
+  // The end: either with the bytes, or next, as an empty buffer from readOrArm (never armed again once it is here).
+  if (!answer.fin) {
+    const end = caller.readOrArm(1, 1024);
+    if (end === true) {
+      while (!reads.events.some((event) => event.token === 1 && event.fin)) await reads.next();
+    } else {
+      expect(end).toEqual(Buffer.alloc(0));
+    }
+  }
+  for (const s of [early, caller, ...both]) s.release();
+  client.close(0, 'done');
+  client.release();
+  server.release();
+});
+
 it('push reads read nothing ahead: an armed read takes at most what it asked, and a stream not armed keeps its window closed', async () => {
   const window = 64 * 1024;
   const { client, server } = await connectedPair(window);

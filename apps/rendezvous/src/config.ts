@@ -30,6 +30,11 @@ export interface RendezvousConfig {
   requestsPerSecondPerIp: number;
   /** Relays one agent may have open (default 8) and relays in all (default 1,000). */
   maxRelaysPerAgent: number;
+  /**
+   * Relays open towards one agent (default 128): strangers' keys cost nothing, so without it they could point every
+   * relay at one agent, whose control channel carries them all (1,024 streams at most).
+   */
+  maxRelaysPerTarget: number;
   maxRelays: number;
   /** Relay bandwidth per agent, bytes per second (default 8 MiB/s). */
   relayBytesPerSecond: number;
@@ -67,6 +72,7 @@ export const DEFAULT_CONFIG: RendezvousConfig = {
   registrationsPerSecondPerIp: 20,
   requestsPerSecondPerIp: 200,
   maxRelaysPerAgent: 8,
+  maxRelaysPerTarget: 128,
   maxRelays: 1000,
   relayBytesPerSecond: 8 * 1024 * 1024,
   relayIdleMs: 60_000,
@@ -89,6 +95,7 @@ const POSITIVE_INTEGERS = [
   'registrationsPerSecondPerIp',
   'requestsPerSecondPerIp',
   'maxRelaysPerAgent',
+  'maxRelaysPerTarget',
   'maxRelays',
   'relayBytesPerSecond',
   'relayIdleMs',

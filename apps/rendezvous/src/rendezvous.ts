@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import { AgentError, createAgent, loadOrCreateIdentity, type Agent, type AgentId, type CallContext, type Identity } from '@agentlink/core';
+import type { ChannelStream } from '@agentlink/core/transport';
 import { verifyRecord, type SignedRecord } from '@agentlink/nat';
 import { webSocket } from '@agentlink/ws';
 import { DEFAULT_CONFIG, checkConfig, listenerLimits, type RendezvousConfig } from './config.js';
@@ -203,10 +204,34 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     await lookup(ctx.peer);
     // The caller asks rdv.route first: a relay is opened at the instance holding the target's control channel.
     if (elsewhere(await lookup(target))) throw new AgentError('UNAVAILABLE', `${target} is connected to another rendezvous instance: ask rdv.route`);
-    relays.admit(ctx.peer);
-    const { stream: toTarget } = await agent.openTunnel(target, 'nat.relay', { from: ctx.peer }, { timeoutMs: 10_000 });
+    // The relay holds its place from here: callers that ask together cannot all pass before one of them is counted.
+    const slot = relays.admit(ctx.peer, target);
+    let toTarget: ChannelStream;
+    try {
+      ({ stream: toTarget } = await agent.openTunnel(target, 'nat.relay', { from: ctx.peer }, { timeoutMs: 10_000, signal: ctx.signal }));
+    } catch (error) {
+      slot.release();
+      throw error;
+    }
+    // A caller that leaves before its tunnel opens (it resets, or its channel drops) gets no pipe: the target's
+    // tunnel is closed and the place given back, rather than held until the target gives up on it.
+    let opened = false;
+    const abandoned = (): void => {
+      if (opened) return;
+      toTarget.reset(new AgentError('CANCELLED', 'the relay caller left before its tunnel opened'));
+      slot.release();
+    };
+    if (ctx.signal.aborted) abandoned();
+    else ctx.signal.addEventListener('abort', abandoned, { once: true });
     log('info', 'relay opened', { from: ctx.peer, to: target });
-    return { accept: true, onOpen: (fromCaller) => relays.pipe(ctx.peer, target, fromCaller, toTarget) };
+    return {
+      accept: true,
+      onOpen: (fromCaller) => {
+        opened = true;
+        ctx.signal.removeEventListener('abort', abandoned);
+        relays.pipe(slot, fromCaller, toTarget);
+      },
+    };
   });
 
   const sweeper = setInterval(() => {

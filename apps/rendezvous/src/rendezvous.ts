@@ -127,7 +127,9 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
   const elsewhere = (entry: StoredRecord): AgentId | undefined => (bus && entry.instance && entry.instance !== agent.id ? entry.instance : undefined);
   const tellPunch = async (request: ClusterRequest): Promise<void> => {
     const record: SignedRecord = { record: Buffer.from(request.record.record, 'base64'), signature: Buffer.from(request.record.signature, 'base64') };
-    await agent.send(request.target, 'nat.punch', { peer: request.peer, record }, { timeoutMs: 5000 });
+    // Where the peer registered from: the target dials only there (or its own LAN), whatever the record names.
+    const seenAt = typeof request.seenAt === 'string' && request.seenAt.length <= 64 ? request.seenAt : undefined;
+    await agent.send(request.target, 'nat.punch', { peer: request.peer, record, ...(seenAt !== undefined ? { seenAt } : {}) }, { timeoutMs: 5000 });
   };
   const address = advertisedAddress(agent.addresses[0]!, config.publicHost);
   const bus = redis ? new ClusterBus(redis, { id: agent.id, address }, tellPunch, config.redisPrefix) : undefined;
@@ -194,8 +196,8 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     if (other) {
       // The target's control channel is held by another instance: it tells the target (Redis pub/sub).
       const record = { record: Buffer.from(ours.signed.record).toString('base64'), signature: Buffer.from(ours.signed.signature).toString('base64') };
-      await bus!.request(other, { kind: 'punch', target, peer: ctx.peer, record });
-    } else await agent.send(target, 'nat.punch', { peer: ctx.peer, record: ours.signed }, { timeoutMs: 5000 });
+      await bus!.request(other, { kind: 'punch', target, peer: ctx.peer, record, seenAt: ours.ip });
+    } else await agent.send(target, 'nat.punch', { peer: ctx.peer, record: ours.signed, seenAt: ours.ip }, { timeoutMs: 5000 });
     return theirs.signed;
   });
 

@@ -3,6 +3,7 @@ import type { Channel } from '@agentlink/core/transport';
 import { dialFirst } from './dial-first.js';
 import type { PunchCoordinator } from './discovery.js';
 import { punchTargets, type PredictionRole } from './port-prediction.js';
+import { punchScope } from './punch-scope.js';
 import { verifyRecord, type NatType, type PeerRecord, type SignedRecord } from './record.js';
 
 /** Punches the rendezvous may ask of us at once, and the ceiling of predicted ports (docs/security.md). */
@@ -20,12 +21,19 @@ export interface PunchOptions {
 export interface PuncherSelf {
   id: AgentId;
   nat: () => NatType | undefined;
+  /** Our public IP as STUN saw it: a peer seen at the same one is on our network, and its LAN candidates are dialled. */
+  publicIp?: () => string | undefined;
 }
 
 /** What the rendezvous sends the target of a punch: who is dialling it, and that agent's record. */
 export interface PunchRequest {
   peer: AgentId;
   record: SignedRecord;
+  /**
+   * The IP the rendezvous saw `peer` register from. We dial only candidates there (or on our own network when it
+   * is our public IP too): the record's candidates are the peer's word, and could name a third party (punch-scope.ts).
+   */
+  seenAt?: string;
 }
 
 /**
@@ -64,12 +72,13 @@ export class Puncher {
   async answer(request: PunchRequest, signal: AbortSignal): Promise<Channel | undefined> {
     const theirs = verifyRecord(request.record);
     if (theirs.agentId !== request.peer) return undefined;
+    if (request.seenAt !== undefined && typeof request.seenAt !== 'string') return undefined;
     // Bounded: a peer that asks again while we answer it, or more peers than the ceiling at once, get nothing.
     if (this.answering.has(theirs.agentId) || this.answering.size >= MAX_ANSWERS_IN_FLIGHT) return undefined;
     this.answering.add(theirs.agentId);
     try {
       this.expect(theirs.agentId);
-      return await this.dialBoth(theirs, signal);
+      return await this.dialBoth(theirs, signal, (targets) => punchScope(targets, request.seenAt, this.self?.publicIp?.()));
     } finally {
       this.answering.delete(theirs.agentId);
     }
@@ -94,8 +103,8 @@ export class Puncher {
     this.punching.set(peer, Date.now() + this.options.timeoutMs + 2000);
   }
 
-  private dialBoth(theirs: PeerRecord, signal: AbortSignal): Promise<Channel | undefined> {
-    const targets = punchTargets(theirs, Math.min(this.options.predictPorts, MAX_PREDICT_PORTS), this.roleWith(theirs));
+  private dialBoth(theirs: PeerRecord, signal: AbortSignal, scope: (targets: string[]) => string[] = (t) => t): Promise<Channel | undefined> {
+    const targets = scope(punchTargets(theirs, Math.min(this.options.predictPorts, MAX_PREDICT_PORTS), this.roleWith(theirs)));
     return dialFirst(targets, (url, s) => this.dial(url, theirs.agentId, s), this.options.timeoutMs, signal);
   }
 }

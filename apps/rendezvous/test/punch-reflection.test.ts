@@ -1,0 +1,46 @@
+import { createSocket, type Socket } from 'node:dgram';
+import { once } from 'node:events';
+import { signRecord } from '@agentlink/nat';
+import { afterEach, describe, expect, it } from 'vitest';
+import { cleanup, reachableAgent, recordOf, rendezvous, wsClient } from './helpers.js';
+
+afterEach(cleanup);
+
+/** A UDP socket on `host` that counts the datagrams it receives. */
+async function udpListener(host: string): Promise<{ socket: Socket; port: number; datagrams: number[] }> {
+  const socket = createSocket('udp4');
+  const datagrams: number[] = [];
+  socket.on('message', (message) => datagrams.push(message.length));
+  socket.bind(0, host);
+  await once(socket, 'listening');
+  return { socket, port: socket.address().port, datagrams };
+}
+
+describe('punch requests as an amplifier', () => {
+  // Loopback stands for the internet here: every 127.0.0.0/8 address is a different host. The victim listens on
+  // 127.0.0.1, the stranger connects from 127.0.0.3, and 127.0.0.2 is a third party the stranger wants flooded.
+  it("a stranger's punch request makes the agent dial the stranger's address only, never a third party's", async () => {
+    const r = await rendezvous();
+    const victim = await reachableAgent(r, { punchTimeoutMs: 10_000 });
+    const thirdParty = await udpListener('127.0.0.2');
+    const own = await udpListener('127.0.0.3');
+    try {
+      const stranger = await wsClient('127.0.0.3');
+      // Sixteen candidates at the third party (the most a record holds), then one at the stranger's own address,
+      // and a symmetric NAT whose predicted ports point at the third party too.
+      const candidates = [...Array.from({ length: 15 }, () => `quic://127.0.0.2:${thirdParty.port}`), `quic://127.0.0.3:${own.port}`];
+      const record = recordOf(stranger.identity, { candidates, nat: 'symmetric', portDelta: 0 });
+      await stranger.send(r.address, 'rdv.register', signRecord(stranger.identity, record));
+      await stranger.send(r.address, 'rdv.punch', { target: victim.agent.id });
+      // The agent dials every target at once, in the record's order: by the time the stranger's own address hears
+      // from it, anything sent to the third party has been delivered on loopback too.
+      await once(own.socket, 'message');
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(own.datagrams[0]).toBeGreaterThanOrEqual(1200); // a QUIC Initial
+      expect(thirdParty.datagrams).toEqual([]);
+    } finally {
+      thirdParty.socket.close();
+      own.socket.close();
+    }
+  });
+});

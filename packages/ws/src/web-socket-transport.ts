@@ -42,9 +42,17 @@ export interface WebSocketOptions {
 
 const DEFAULT_PATH = '/agentlink';
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+/**
+ * Pongs owed to a peer that pings without reading, waiting past the socket's buffers; one more terminates the
+ * connection (docs/security.md). ws answers every ping by itself; before ws 8.23 nothing bounded those answers,
+ * so a peer flooding 125-byte pings and never reading grew our write queue without limit.
+ */
+const MAX_PENDING_PONGS = 60;
 /** A refused client gets this long to read its 401 before its socket is destroyed. */
 const REFUSAL_LINGER_MS = 1000;
 function ignore(): void {}
+/** ws's option for MAX_PENDING_PONGS (from ws 8.23; @types/ws 8.18 does not list it yet). */
+const pongBound = { maxPendingAutoPongs: MAX_PENDING_PONGS } as object;
 
 /**
  * The WebSocket channel: `wss://` over TLS 1.3 where both sides present a self-signed certificate of their
@@ -76,7 +84,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
         // Garbage that parses as the start of a TLS record would otherwise hold its socket for node's 120 s.
         handshakeTimeout: guard.handshakeTimeoutMs,
       });
-      const wss = new WebSocketServer({ noServer: true, maxPayload, perMessageDeflate: false });
+      const wss = new WebSocketServer({ noServer: true, maxPayload, perMessageDeflate: false, ...pongBound });
       guard.attach(server);
       // Right when the handshake ends: a client without an agent certificate gets its 401 now, not after sending
       // a request (or holding the socket until node's header timeout).
@@ -131,6 +139,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
           rejectUnauthorized: false,
           maxPayload,
           perMessageDeflate: false,
+          ...pongBound,
           localAddress: options.localAddress,
           generateMask: zeroMask,
         };

@@ -9,6 +9,8 @@ import { verifyRecord, type NatType, type PeerRecord, type SignedRecord } from '
 /** Punches the rendezvous may ask of us at once, and the ceiling of predicted ports (docs/security.md). */
 export const MAX_ANSWERS_IN_FLIGHT = 8;
 export const MAX_PREDICT_PORTS = 32;
+/** Peers remembered as being punched with at once (the oldest forgotten first): each stranger's punch adds one. */
+export const MAX_PUNCHING_PEERS = 1024;
 
 export interface PunchOptions {
   /** Budget of one attempt, port prediction included. */
@@ -99,8 +101,25 @@ export class Puncher {
     return false;
   }
 
+  /** Peers remembered as being punched with now (at most MAX_PUNCHING_PEERS). */
+  get punchingPeers(): number {
+    return this.punching.size;
+  }
+
+  /**
+   * Remembers that we punch with `peer` until its window ends. Every entry has the same window, so the Map's
+   * insertion order is expiry order: expired ones are dropped from the front, and the oldest beyond the ceiling
+   * too. Before, an entry stayed until that peer's next QUIC channel asked for it, so a stranger that made the
+   * rendezvous send us punches from ever new keys grew this Map without end.
+   */
   private expect(peer: AgentId): void {
-    this.punching.set(peer, Date.now() + this.options.timeoutMs + 2000);
+    const now = Date.now();
+    this.punching.delete(peer); // re-inserted as the newest
+    this.punching.set(peer, now + this.options.timeoutMs + 2000);
+    for (const [oldest, until] of this.punching) {
+      if (until >= now && this.punching.size <= MAX_PUNCHING_PEERS) break;
+      this.punching.delete(oldest);
+    }
   }
 
   private dialBoth(theirs: PeerRecord, signal: AbortSignal, scope: (targets: string[]) => string[] = (t) => t): Promise<Channel | undefined> {

@@ -28,13 +28,16 @@ export interface RendezvousConfig {
   registrationsPerSecondPerIp: number;
   /** Lookups and punch requests per second per IP (default 200; burst 2×). */
   requestsPerSecondPerIp: number;
-  /** Relays one agent may have open (default 8) and relays in all (default 1,000). */
+  /** Relays one agent may have open (default 8). */
   maxRelaysPerAgent: number;
   /**
    * Relays open towards one agent (default 128): strangers' keys cost nothing, so without it they could point every
    * relay at one agent, whose control channel carries them all (1,024 streams at most).
    */
   maxRelaysPerTarget: number;
+  /** Relays opened from one IP (default 100): with free keys, one address could otherwise take every relay. */
+  maxRelaysPerIp: number;
+  /** Relays in all (default 1,000). */
   maxRelays: number;
   /** Relay bandwidth per agent, bytes per second (default 8 MiB/s). */
   relayBytesPerSecond: number;
@@ -73,6 +76,7 @@ export const DEFAULT_CONFIG: RendezvousConfig = {
   requestsPerSecondPerIp: 200,
   maxRelaysPerAgent: 8,
   maxRelaysPerTarget: 128,
+  maxRelaysPerIp: 100,
   maxRelays: 1000,
   relayBytesPerSecond: 8 * 1024 * 1024,
   relayIdleMs: 60_000,
@@ -96,6 +100,7 @@ const POSITIVE_INTEGERS = [
   'requestsPerSecondPerIp',
   'maxRelaysPerAgent',
   'maxRelaysPerTarget',
+  'maxRelaysPerIp',
   'maxRelays',
   'relayBytesPerSecond',
   'relayIdleMs',

@@ -4,6 +4,7 @@ import { type ChannelStream } from '@agentlink/core/transport';
 export interface RelayLimits {
   maxRelaysPerAgent: number;
   maxRelaysPerTarget: number;
+  maxRelaysPerIp: number;
   maxRelays: number;
   relayBytesPerSecond: number;
   relayIdleMs: number;
@@ -32,12 +33,14 @@ class BytePacer {
 export interface RelaySlot {
   readonly caller: AgentId;
   readonly target: AgentId;
+  /** The IP the caller asked from. */
+  readonly ip: string;
   release(): void;
 }
 
 /**
  * The relay: pipes bytes between two agents' tunnels without looking at them (they carry TLS end to end).
- * Limits relays per caller, per target and in all, paces each agent's bytes, and closes relays that stay idle.
+ * Limits relays per caller, per target, per caller IP and in all, paces each agent's bytes, and closes relays that stay idle.
  *
  * A relay holds its place from the moment it is admitted (before the tunnel to the target is opened, which takes
  * a round trip), so requests that arrive together cannot all pass the check before any of them is counted.
@@ -47,6 +50,8 @@ export class Relays {
   private readonly opened = new Map<AgentId, number>();
   /** Relays towards each agent. */
   private readonly towards = new Map<AgentId, number>();
+  /** Relays opened from each IP: keys cost nothing, addresses do. */
+  private readonly fromIp = new Map<string, number>();
   /** Each agent's byte pacer, kept while it is in a relay (either side). */
   private readonly pacers = new Map<AgentId, { pacer: BytePacer; relays: number }>();
   private active = 0;
@@ -63,8 +68,8 @@ export class Relays {
     return this.active;
   }
 
-  /** Takes a place for a new relay from `caller` to `target`; throws RESOURCE_EXHAUSTED when a limit is hit. */
-  admit(caller: AgentId, target: AgentId): RelaySlot {
+  /** Takes a place for a new relay from `caller` (at `ip`) to `target`; throws RESOURCE_EXHAUSTED when a limit is hit. */
+  admit(caller: AgentId, target: AgentId, ip: string): RelaySlot {
     if (this.active >= this.limits.maxRelays) throw new AgentError('RESOURCE_EXHAUSTED', `relay full (${this.limits.maxRelays} relays)`);
     if ((this.opened.get(caller) ?? 0) >= this.limits.maxRelaysPerAgent) {
       throw new AgentError('RESOURCE_EXHAUSTED', `at most ${this.limits.maxRelaysPerAgent} relays per agent`);
@@ -72,19 +77,25 @@ export class Relays {
     if ((this.towards.get(target) ?? 0) >= this.limits.maxRelaysPerTarget) {
       throw new AgentError('RESOURCE_EXHAUSTED', `at most ${this.limits.maxRelaysPerTarget} relays towards one agent`);
     }
+    if ((this.fromIp.get(ip) ?? 0) >= this.limits.maxRelaysPerIp) {
+      throw new AgentError('RESOURCE_EXHAUSTED', `at most ${this.limits.maxRelaysPerIp} relays from one address`);
+    }
     this.active++;
     add(this.opened, caller, 1);
     add(this.towards, target, 1);
+    add(this.fromIp, ip, 1);
     let released = false;
     return {
       caller,
       target,
+      ip,
       release: () => {
         if (released) return;
         released = true;
         this.active--;
         add(this.opened, caller, -1);
         add(this.towards, target, -1);
+        add(this.fromIp, ip, -1);
       },
     };
   }
@@ -137,7 +148,7 @@ export class Relays {
   }
 }
 
-function add(counts: Map<AgentId, number>, id: AgentId, delta: number): void {
+function add<K>(counts: Map<K, number>, id: K, delta: number): void {
   const n = (counts.get(id) ?? 0) + delta;
   if (n <= 0) counts.delete(id);
   else counts.set(id, n);

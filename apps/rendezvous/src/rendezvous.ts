@@ -207,7 +207,7 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     // The caller asks rdv.route first: a relay is opened at the instance holding the target's control channel.
     if (elsewhere(await lookup(target))) throw new AgentError('UNAVAILABLE', `${target} is connected to another rendezvous instance: ask rdv.route`);
     // The relay holds its place from here: callers that ask together cannot all pass before one of them is counted.
-    const slot = relays.admit(ctx.peer, target);
+    const slot = relays.admit(ctx.peer, target, ipOf(ctx.remoteAddress));
     let toTarget: ChannelStream;
     try {
       ({ stream: toTarget } = await agent.openTunnel(target, 'nat.relay', { from: ctx.peer }, { timeoutMs: 10_000, signal: ctx.signal }));

@@ -113,3 +113,34 @@ describe('a relay caller that leaves before its tunnel opens', () => {
     expect((await r.health()).relays).toBe(1);
   });
 });
+
+describe('relays from one address', () => {
+  it('one IP with many keys cannot take every relay: it is held to maxRelaysPerIp and others still get theirs', async () => {
+    const r = await rendezvous({ maxRelays: 6, maxRelaysPerIp: 3 });
+    const victim = await reachableAgent(r);
+    // Three fresh keys from 127.0.0.3, two relays each: together past the per-IP limit.
+    const strangers = await Promise.all(
+      Array.from({ length: 3 }, async () => {
+        const stranger = await wsClient('127.0.0.3');
+        await stranger.send(r.address, 'rdv.register', signRecord(stranger.identity, recordOf(stranger.identity)));
+        return stranger;
+      }),
+    );
+    const opened = await Promise.all(
+      strangers.flatMap((s) =>
+        [0, 1].map(() =>
+          s.openTunnel(r.address, 'rdv.relay', { target: victim.agent.id }, { timeoutMs: 5000 }).then(
+            () => 'open',
+            (e: AgentError) => e.message,
+          ),
+        ),
+      ),
+    );
+    expect(opened.filter((x) => x === 'open')).toHaveLength(3);
+    expect(opened).toContain('at most 3 relays from one address');
+    // An agent elsewhere (127.0.0.1) still opens one.
+    const honest = await registeredStranger(r);
+    await honest.openTunnel(r.address, 'rdv.relay', { target: victim.agent.id }, { timeoutMs: 5000 });
+    expect((await r.health()).relays).toBe(4);
+  });
+});

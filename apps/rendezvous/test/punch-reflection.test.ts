@@ -1,20 +1,9 @@
-import { createSocket, type Socket } from 'node:dgram';
 import { once } from 'node:events';
 import { signRecord } from '@agentlink/nat';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanup, reachableAgent, recordOf, rendezvous, wsClient } from './helpers.js';
+import { cleanup, reachableAgent, recordOf, rendezvous, udpListener, wsClient } from './helpers.js';
 
 afterEach(cleanup);
-
-/** A UDP socket on `host` that counts the datagrams it receives. */
-async function udpListener(host: string): Promise<{ socket: Socket; port: number; datagrams: number[] }> {
-  const socket = createSocket('udp4');
-  const datagrams: number[] = [];
-  socket.on('message', (message) => datagrams.push(message.length));
-  socket.bind(0, host);
-  await once(socket, 'listening');
-  return { socket, port: socket.address().port, datagrams };
-}
 
 describe('punch requests as an amplifier', () => {
   // Loopback stands for the internet here: every 127.0.0.0/8 address is a different host. The victim listens on

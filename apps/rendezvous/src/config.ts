@@ -28,6 +28,11 @@ export interface RendezvousConfig {
   registrationsPerSecondPerIp: number;
   /** Lookups and punch requests per second per IP (default 200; burst 2×). */
   requestsPerSecondPerIp: number;
+  /**
+   * Punch requests forwarded to one agent per second, whoever asks (default 20; burst 2×): each makes that agent
+   * verify a record and dial, and the per-IP rate alone let every stranger's address add 200 a second.
+   */
+  punchesPerSecondPerTarget: number;
   /** Relays one agent may have open (default 8). */
   maxRelaysPerAgent: number;
   /**
@@ -74,6 +79,7 @@ export const DEFAULT_CONFIG: RendezvousConfig = {
   connectionsPerSecondPerIp: 20,
   registrationsPerSecondPerIp: 20,
   requestsPerSecondPerIp: 200,
+  punchesPerSecondPerTarget: 20,
   maxRelaysPerAgent: 8,
   maxRelaysPerTarget: 128,
   maxRelaysPerIp: 100,
@@ -98,6 +104,7 @@ const POSITIVE_INTEGERS = [
   'connectionsPerSecondPerIp',
   'registrationsPerSecondPerIp',
   'requestsPerSecondPerIp',
+  'punchesPerSecondPerTarget',
   'maxRelaysPerAgent',
   'maxRelaysPerTarget',
   'maxRelaysPerIp',

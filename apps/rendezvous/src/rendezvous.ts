@@ -77,6 +77,8 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
   const relays = new Relays(config, options.relayTap);
   const registrationRate = new PerIpRate(config.registrationsPerSecondPerIp);
   const requestRate = new PerIpRate(config.requestsPerSecondPerIp);
+  // Keyed by the target's AgentId rather than an IP: a token bucket per key all the same.
+  const punchRate = new PerIpRate(config.punchesPerSecondPerTarget);
 
   let agent: Agent;
   try {
@@ -191,6 +193,7 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     limitRequests(ctx);
     const theirs = await lookup(target);
     const ours = await lookup(ctx.peer);
+    if (!punchRate.allow(target)) refuse('target-rate', new AgentError('RESOURCE_EXHAUSTED', 'too many punch requests towards that agent'));
     metrics.punches++;
     const other = elsewhere(theirs);
     if (other) {

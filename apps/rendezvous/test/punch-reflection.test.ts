@@ -1,4 +1,5 @@
 import { once } from 'node:events';
+import { CallMetrics, type AgentError } from '@agentlink/core';
 import { signRecord } from '@agentlink/nat';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cleanup, reachableAgent, recordOf, rendezvous, udpListener, wsClient } from './helpers.js';
@@ -31,5 +32,30 @@ describe('punch requests as an amplifier', () => {
       thirdParty.socket.close();
       own.socket.close();
     }
+  });
+});
+
+describe('punch requests towards one agent', () => {
+  it('are forwarded at punchesPerSecondPerTarget, however many addresses ask', async () => {
+    const r = await rendezvous({ punchesPerSecondPerTarget: 5 });
+    const served = new CallMetrics();
+    const victim = await reachableAgent(r, {}, { inboundInterceptors: [served.inboundInterceptor] });
+    // Three addresses, each well within its own request rate (200/s, burst 400), 40 punches each at once.
+    const started = performance.now();
+    const outcomes = await Promise.all(
+      ['127.0.0.3', '127.0.0.4', '127.0.0.5'].map(async (ip) => {
+        const stranger = await wsClient(ip);
+        await stranger.send(r.address, 'rdv.register', signRecord(stranger.identity, recordOf(stranger.identity, { candidates: [`quic://${ip}:9`] })));
+        return Promise.all(Array.from({ length: 40 }, () => stranger.send(r.address, 'rdv.punch', { target: victim.agent.id }).then(() => 'ok', (e: AgentError) => e.code)));
+      }),
+    );
+    const seconds = (performance.now() - started) / 1000;
+    const forwarded = outcomes.flat().filter((x) => x === 'ok').length;
+    // The burst (2 × 5), plus what refilled while the requests arrived; before, all 120 reached the agent.
+    expect(forwarded).toBeGreaterThanOrEqual(10);
+    expect(forwarded).toBeLessThanOrEqual(10 + Math.ceil(5 * seconds));
+    expect(outcomes.flat().filter((x) => x === 'RESOURCE_EXHAUSTED')).toHaveLength(120 - forwarded);
+    expect(served.snapshot().served.methods['nat.punch']?.count).toBe(forwarded);
+    expect(r.metrics.rejectedCount('target-rate')).toBe(120 - forwarded);
   });
 });

@@ -11,7 +11,7 @@ import { connectRedis, type RedisConnection } from './redis-connection.js';
 import { RedisRegistry } from './redis-registry.js';
 import { MemoryRegistry, type RegistryStore, type StoredRecord } from './registry.js';
 import { RendezvousMetrics } from './metrics.js';
-import { Relays } from './relay.js';
+import { Relays, type RelaySlot } from './relay.js';
 import { startStunServer, type StunServer } from './stun-server.js';
 
 export interface RendezvousOptions extends Partial<RendezvousConfig> {
@@ -210,7 +210,12 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     // The caller asks rdv.route first: a relay is opened at the instance holding the target's control channel.
     if (elsewhere(await lookup(target))) throw new AgentError('UNAVAILABLE', `${target} is connected to another rendezvous instance: ask rdv.route`);
     // The relay holds its place from here: callers that ask together cannot all pass before one of them is counted.
-    const slot = relays.admit(ctx.peer, target, ipOf(ctx.remoteAddress));
+    let slot: RelaySlot;
+    try {
+      slot = relays.admit(ctx.peer, target, ipOf(ctx.remoteAddress));
+    } catch (error) {
+      return refuse('relay-limit', error as AgentError);
+    }
     let toTarget: ChannelStream;
     try {
       ({ stream: toTarget } = await agent.openTunnel(target, 'nat.relay', { from: ctx.peer }, { timeoutMs: 10_000, signal: ctx.signal }));

@@ -29,6 +29,7 @@ describe('relay limits under a hostile caller', () => {
     expect(opened.filter((x) => x === 'open')).toHaveLength(4);
     expect(opened.filter((x) => x === 'RESOURCE_EXHAUSTED')).toHaveLength(16);
     expect((await r.health()).relays).toBe(4);
+    expect(r.metrics.rejectedCount('relay-limit')).toBe(16);
   });
 
   it('relays opened all at once are held to maxRelays in all', async () => {

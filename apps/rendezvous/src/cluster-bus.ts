@@ -10,6 +10,8 @@ export interface ClusterRequest {
   /** The agent punching towards it, and its signed record (bytes as base64). */
   peer: AgentId;
   record: { record: string; signature: string };
+  /** The IP the asking instance saw `peer` register from (the target dials only there, or its own LAN). */
+  seenAt?: string;
 }
 
 interface Envelope {

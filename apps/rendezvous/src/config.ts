@@ -28,8 +28,21 @@ export interface RendezvousConfig {
   registrationsPerSecondPerIp: number;
   /** Lookups and punch requests per second per IP (default 200; burst 2×). */
   requestsPerSecondPerIp: number;
-  /** Relays one agent may have open (default 8) and relays in all (default 1,000). */
+  /**
+   * Punch requests forwarded to one agent per second, whoever asks (default 20; burst 2×): each makes that agent
+   * verify a record and dial, and the per-IP rate alone let every stranger's address add 200 a second.
+   */
+  punchesPerSecondPerTarget: number;
+  /** Relays one agent may have open (default 8). */
   maxRelaysPerAgent: number;
+  /**
+   * Relays open towards one agent (default 128): strangers' keys cost nothing, so without it they could point every
+   * relay at one agent, whose control channel carries them all (1,024 streams at most).
+   */
+  maxRelaysPerTarget: number;
+  /** Relays opened from one IP (default 100): with free keys, one address could otherwise take every relay. */
+  maxRelaysPerIp: number;
+  /** Relays in all (default 1,000). */
   maxRelays: number;
   /** Relay bandwidth per agent, bytes per second (default 8 MiB/s). */
   relayBytesPerSecond: number;
@@ -66,7 +79,10 @@ export const DEFAULT_CONFIG: RendezvousConfig = {
   connectionsPerSecondPerIp: 20,
   registrationsPerSecondPerIp: 20,
   requestsPerSecondPerIp: 200,
+  punchesPerSecondPerTarget: 20,
   maxRelaysPerAgent: 8,
+  maxRelaysPerTarget: 128,
+  maxRelaysPerIp: 100,
   maxRelays: 1000,
   relayBytesPerSecond: 8 * 1024 * 1024,
   relayIdleMs: 60_000,
@@ -88,7 +104,10 @@ const POSITIVE_INTEGERS = [
   'connectionsPerSecondPerIp',
   'registrationsPerSecondPerIp',
   'requestsPerSecondPerIp',
+  'punchesPerSecondPerTarget',
   'maxRelaysPerAgent',
+  'maxRelaysPerTarget',
+  'maxRelaysPerIp',
   'maxRelays',
   'relayBytesPerSecond',
   'relayIdleMs',

@@ -79,7 +79,7 @@ export class RendezvousMetrics {
     family(
       'rendezvous_rejected_total',
       'counter',
-      'Control requests and connections refused, by reason (forged, replayed, invalid, rate, per-ip, full, connections; stored-forged: a record in the store that failed verification on read).',
+      'Control requests and connections refused, by reason (forged, replayed, invalid, rate, target-rate, per-ip, full, relay-limit, connections; stored-forged: a record in the store that failed verification on read).',
       ...[...this.rejections].map(([reason, n]) => `rendezvous_rejected_total{reason="${reason}"} ${n}`),
     );
     family('rendezvous_relays_active', 'gauge', 'Relays open now.', `rendezvous_relays_active ${relays.count}`);

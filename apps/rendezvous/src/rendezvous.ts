@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import { AgentError, createAgent, loadOrCreateIdentity, type Agent, type AgentId, type CallContext, type Identity } from '@agentlink/core';
+import type { ChannelStream } from '@agentlink/core/transport';
 import { verifyRecord, type SignedRecord } from '@agentlink/nat';
 import { webSocket } from '@agentlink/ws';
 import { DEFAULT_CONFIG, checkConfig, listenerLimits, type RendezvousConfig } from './config.js';
@@ -10,7 +11,7 @@ import { connectRedis, type RedisConnection } from './redis-connection.js';
 import { RedisRegistry } from './redis-registry.js';
 import { MemoryRegistry, type RegistryStore, type StoredRecord } from './registry.js';
 import { RendezvousMetrics } from './metrics.js';
-import { Relays } from './relay.js';
+import { Relays, type RelaySlot } from './relay.js';
 import { startStunServer, type StunServer } from './stun-server.js';
 
 export interface RendezvousOptions extends Partial<RendezvousConfig> {
@@ -76,6 +77,8 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
   const relays = new Relays(config, options.relayTap);
   const registrationRate = new PerIpRate(config.registrationsPerSecondPerIp);
   const requestRate = new PerIpRate(config.requestsPerSecondPerIp);
+  // Keyed by the target's AgentId rather than an IP: a token bucket per key all the same.
+  const punchRate = new PerIpRate(config.punchesPerSecondPerTarget);
 
   let agent: Agent;
   try {
@@ -126,7 +129,9 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
   const elsewhere = (entry: StoredRecord): AgentId | undefined => (bus && entry.instance && entry.instance !== agent.id ? entry.instance : undefined);
   const tellPunch = async (request: ClusterRequest): Promise<void> => {
     const record: SignedRecord = { record: Buffer.from(request.record.record, 'base64'), signature: Buffer.from(request.record.signature, 'base64') };
-    await agent.send(request.target, 'nat.punch', { peer: request.peer, record }, { timeoutMs: 5000 });
+    // Where the peer registered from: the target dials only there (or its own LAN), whatever the record names.
+    const seenAt = typeof request.seenAt === 'string' && request.seenAt.length <= 64 ? request.seenAt : undefined;
+    await agent.send(request.target, 'nat.punch', { peer: request.peer, record, ...(seenAt !== undefined ? { seenAt } : {}) }, { timeoutMs: 5000 });
   };
   const address = advertisedAddress(agent.addresses[0]!, config.publicHost);
   const bus = redis ? new ClusterBus(redis, { id: agent.id, address }, tellPunch, config.redisPrefix) : undefined;
@@ -188,13 +193,14 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     limitRequests(ctx);
     const theirs = await lookup(target);
     const ours = await lookup(ctx.peer);
+    if (!punchRate.allow(target)) refuse('target-rate', new AgentError('RESOURCE_EXHAUSTED', 'too many punch requests towards that agent'));
     metrics.punches++;
     const other = elsewhere(theirs);
     if (other) {
       // The target's control channel is held by another instance: it tells the target (Redis pub/sub).
       const record = { record: Buffer.from(ours.signed.record).toString('base64'), signature: Buffer.from(ours.signed.signature).toString('base64') };
-      await bus!.request(other, { kind: 'punch', target, peer: ctx.peer, record });
-    } else await agent.send(target, 'nat.punch', { peer: ctx.peer, record: ours.signed }, { timeoutMs: 5000 });
+      await bus!.request(other, { kind: 'punch', target, peer: ctx.peer, record, seenAt: ours.ip });
+    } else await agent.send(target, 'nat.punch', { peer: ctx.peer, record: ours.signed, seenAt: ours.ip }, { timeoutMs: 5000 });
     return theirs.signed;
   });
 
@@ -203,10 +209,39 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     await lookup(ctx.peer);
     // The caller asks rdv.route first: a relay is opened at the instance holding the target's control channel.
     if (elsewhere(await lookup(target))) throw new AgentError('UNAVAILABLE', `${target} is connected to another rendezvous instance: ask rdv.route`);
-    relays.admit(ctx.peer);
-    const { stream: toTarget } = await agent.openTunnel(target, 'nat.relay', { from: ctx.peer }, { timeoutMs: 10_000 });
+    // The relay holds its place from here: callers that ask together cannot all pass before one of them is counted.
+    let slot: RelaySlot;
+    try {
+      slot = relays.admit(ctx.peer, target, ipOf(ctx.remoteAddress));
+    } catch (error) {
+      return refuse('relay-limit', error as AgentError);
+    }
+    let toTarget: ChannelStream;
+    try {
+      ({ stream: toTarget } = await agent.openTunnel(target, 'nat.relay', { from: ctx.peer }, { timeoutMs: 10_000, signal: ctx.signal }));
+    } catch (error) {
+      slot.release();
+      throw error;
+    }
+    // A caller that leaves before its tunnel opens (it resets, or its channel drops) gets no pipe: the target's
+    // tunnel is closed and the place given back, rather than held until the target gives up on it.
+    let opened = false;
+    const abandoned = (): void => {
+      if (opened) return;
+      toTarget.reset(new AgentError('CANCELLED', 'the relay caller left before its tunnel opened'));
+      slot.release();
+    };
+    if (ctx.signal.aborted) abandoned();
+    else ctx.signal.addEventListener('abort', abandoned, { once: true });
     log('info', 'relay opened', { from: ctx.peer, to: target });
-    return { accept: true, onOpen: (fromCaller) => relays.pipe(ctx.peer, target, fromCaller, toTarget) };
+    return {
+      accept: true,
+      onOpen: (fromCaller) => {
+        opened = true;
+        ctx.signal.removeEventListener('abort', abandoned);
+        relays.pipe(slot, fromCaller, toTarget);
+      },
+    };
   });
 
   const sweeper = setInterval(() => {

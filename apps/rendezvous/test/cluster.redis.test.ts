@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { Identity, type AgentId } from '@agentlink/core';
 import { signRecord, type PeerRecord } from '@agentlink/nat';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { connectRedis, type Rendezvous } from '../src/index.js';
 import { instanceProcess } from './instance-process.js';
-import { cleanup, failure, reachableAgent, recordOf, rendezvous, sleep, wsClient } from './helpers.js';
+import { cleanup, failure, reachableAgent, recordOf, rendezvous, sleep, udpListener, wsClient } from './helpers.js';
 import { startTestRedis, type TestRedis } from './redis-server.js';
 
 let redis: TestRedis;
@@ -74,6 +75,26 @@ describe('three rendezvous instances sharing Redis', () => {
     expect((await a.agent.pathTo(b.agent.id)).path).toBe('punched');
     expect(await metric(r1, 'rendezvous_cluster_requests_total{direction="sent"}')).toBe(1);
     expect(await metric(r2, 'rendezvous_cluster_requests_total{direction="served"}')).toBe(1);
+  });
+
+  it("a punch relayed between instances carries where the stranger registered from: the target dials nothing else", async () => {
+    const [r1, r2] = await cluster();
+    const victim = await reachableAgent(r2);
+    const thirdParty = await udpListener('127.0.0.2');
+    const own = await udpListener('127.0.0.3');
+    try {
+      const stranger = await wsClient('127.0.0.3');
+      const candidates = [...Array.from({ length: 15 }, () => `quic://127.0.0.2:${thirdParty.port}`), `quic://127.0.0.3:${own.port}`];
+      await stranger.send(r1.address, 'rdv.register', signRecord(stranger.identity, recordOf(stranger.identity, { candidates })));
+      await stranger.send(r1.address, 'rdv.punch', { target: victim.agent.id });
+      await once(own.socket, 'message'); // the stranger's own address hears from the victim (see punch-reflection.test.ts)
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(thirdParty.datagrams).toEqual([]);
+      expect(await metric(r2, 'rendezvous_cluster_requests_total{direction="served"}')).toBe(1);
+    } finally {
+      thirdParty.socket.close();
+      own.socket.close();
+    }
   });
 
   it('an instance killed: its agents re-register elsewhere within two heartbeats; calls between other agents go on', async () => {

@@ -1,3 +1,5 @@
+import { createSocket, type Socket } from 'node:dgram';
+import { once } from 'node:events';
 import { createAgent, type Agent, type AgentError, type AgentOptions, type Identity } from '@agentlink/core';
 import { reach, type PeerRecord, type Reach, type ReachOptions } from '@agentlink/nat';
 import { quic } from '@agentlink/quic';
@@ -57,4 +59,14 @@ export async function failure(promise: Promise<unknown>): Promise<AgentError> {
     return error as AgentError;
   }
   throw new Error('expected a failure');
+}
+
+/** A UDP socket on `host` that counts the datagrams it receives. */
+export async function udpListener(host: string): Promise<{ socket: Socket; port: number; datagrams: number[] }> {
+  const socket = createSocket('udp4');
+  const datagrams: number[] = [];
+  socket.on('message', (message) => datagrams.push(message.length));
+  socket.bind(0, host);
+  await once(socket, 'listening');
+  return { socket, port: socket.address().port, datagrams };
 }

@@ -3,11 +3,14 @@ import type { Channel } from '@agentlink/core/transport';
 import { dialFirst } from './dial-first.js';
 import type { PunchCoordinator } from './discovery.js';
 import { punchTargets, type PredictionRole } from './port-prediction.js';
+import { punchScope } from './punch-scope.js';
 import { verifyRecord, type NatType, type PeerRecord, type SignedRecord } from './record.js';
 
 /** Punches the rendezvous may ask of us at once, and the ceiling of predicted ports (docs/security.md). */
 export const MAX_ANSWERS_IN_FLIGHT = 8;
 export const MAX_PREDICT_PORTS = 32;
+/** Peers remembered as being punched with at once (the oldest forgotten first): each stranger's punch adds one. */
+export const MAX_PUNCHING_PEERS = 1024;
 
 export interface PunchOptions {
   /** Budget of one attempt, port prediction included. */
@@ -20,12 +23,19 @@ export interface PunchOptions {
 export interface PuncherSelf {
   id: AgentId;
   nat: () => NatType | undefined;
+  /** Our public IP as STUN saw it: a peer seen at the same one is on our network, and its LAN candidates are dialled. */
+  publicIp?: () => string | undefined;
 }
 
 /** What the rendezvous sends the target of a punch: who is dialling it, and that agent's record. */
 export interface PunchRequest {
   peer: AgentId;
   record: SignedRecord;
+  /**
+   * The IP the rendezvous saw `peer` register from. We dial only candidates there (or on our own network when it
+   * is our public IP too): the record's candidates are the peer's word, and could name a third party (punch-scope.ts).
+   */
+  seenAt?: string;
 }
 
 /**
@@ -64,12 +74,13 @@ export class Puncher {
   async answer(request: PunchRequest, signal: AbortSignal): Promise<Channel | undefined> {
     const theirs = verifyRecord(request.record);
     if (theirs.agentId !== request.peer) return undefined;
+    if (request.seenAt !== undefined && typeof request.seenAt !== 'string') return undefined;
     // Bounded: a peer that asks again while we answer it, or more peers than the ceiling at once, get nothing.
     if (this.answering.has(theirs.agentId) || this.answering.size >= MAX_ANSWERS_IN_FLIGHT) return undefined;
     this.answering.add(theirs.agentId);
     try {
       this.expect(theirs.agentId);
-      return await this.dialBoth(theirs, signal);
+      return await this.dialBoth(theirs, signal, (targets) => punchScope(targets, request.seenAt, this.self?.publicIp?.()));
     } finally {
       this.answering.delete(theirs.agentId);
     }
@@ -90,12 +101,29 @@ export class Puncher {
     return false;
   }
 
-  private expect(peer: AgentId): void {
-    this.punching.set(peer, Date.now() + this.options.timeoutMs + 2000);
+  /** Peers remembered as being punched with now (at most MAX_PUNCHING_PEERS). */
+  get punchingPeers(): number {
+    return this.punching.size;
   }
 
-  private dialBoth(theirs: PeerRecord, signal: AbortSignal): Promise<Channel | undefined> {
-    const targets = punchTargets(theirs, Math.min(this.options.predictPorts, MAX_PREDICT_PORTS), this.roleWith(theirs));
+  /**
+   * Remembers that we punch with `peer` until its window ends. Every entry has the same window, so the Map's
+   * insertion order is expiry order: expired ones are dropped from the front, and the oldest beyond the ceiling
+   * too. Before, an entry stayed until that peer's next QUIC channel asked for it, so a stranger that made the
+   * rendezvous send us punches from ever new keys grew this Map without end.
+   */
+  private expect(peer: AgentId): void {
+    const now = Date.now();
+    this.punching.delete(peer); // re-inserted as the newest
+    this.punching.set(peer, now + this.options.timeoutMs + 2000);
+    for (const [oldest, until] of this.punching) {
+      if (until >= now && this.punching.size <= MAX_PUNCHING_PEERS) break;
+      this.punching.delete(oldest);
+    }
+  }
+
+  private dialBoth(theirs: PeerRecord, signal: AbortSignal, scope: (targets: string[]) => string[] = (t) => t): Promise<Channel | undefined> {
+    const targets = scope(punchTargets(theirs, Math.min(this.options.predictPorts, MAX_PREDICT_PORTS), this.roleWith(theirs)));
     return dialFirst(targets, (url, s) => this.dial(url, theirs.agentId, s), this.options.timeoutMs, signal);
   }
 }

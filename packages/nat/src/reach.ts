@@ -112,7 +112,7 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
       this.options.quic.dial(new URL(url), { ...this.context, expectedPeer: peer, signal });
     const punchTimeoutMs = this.options.punchTimeoutMs ?? 3000;
     const predictPorts = this.options.predictPorts ?? 8;
-    this.puncher = new Puncher(this.rendezvous, dialQuic, { timeoutMs: punchTimeoutMs, predictPorts }, { id: agent.id, nat: () => this.discovery?.type });
+    this.puncher = new Puncher(this.rendezvous, dialQuic, { timeoutMs: punchTimeoutMs, predictPorts }, { id: agent.id, nat: () => this.discovery?.type, publicIp: () => this.discovery?.mapped?.host });
     this.relayPath = new RelayPath(this.rendezvous, context);
     this.strategy = new PathStrategy(agent, context, this.puncher, this.relayPath, dialQuic, () => this.discovery, this.reportPath, this.closing.signal, {
       paths: this.options.paths ?? ['direct', 'punch', 'relay'],

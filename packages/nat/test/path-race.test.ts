@@ -3,6 +3,7 @@ import type { Channel, ListenContext } from '@agentlink/core/transport';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
   MAX_ANSWERS_IN_FLIGHT,
+  MAX_PUNCHING_PEERS,
   PathStrategy,
   PunchHistory,
   Puncher,
@@ -268,6 +269,29 @@ describe('punch answers are bounded', () => {
     expect(dials).toHaveLength(MAX_ANSWERS_IN_FLIGHT + 1);
     again.abort(new Error('done'));
     await expect(freed).rejects.toThrow('done');
+  });
+});
+
+describe('what punches from ever new peers leave behind', () => {
+  afterEach(() => vi.useRealTimers());
+
+  it('peers punched with are remembered for their window only, and at most MAX_PUNCHING_PEERS of them', async () => {
+    vi.useFakeTimers();
+    // A dial that fails at once: each answer is over as soon as it started, as a stranger's punch is.
+    const puncher = new Puncher({ requestPunch: () => Promise.reject(new Error('unused')) } as never, () => Promise.reject(new Error('unreachable')), {
+      timeoutMs: 3000,
+      predictPorts: 0,
+    });
+    const closing = new AbortController();
+    const answerFromNewPeer = () => {
+      const identity = Identity.generate();
+      return puncher.answer({ peer: identity.id, record: signRecord(identity, { ...record('cone'), agentId: identity.id }) }, closing.signal);
+    };
+    for (let i = 0; i < MAX_PUNCHING_PEERS + 500; i++) expect(await answerFromNewPeer()).toBeUndefined();
+    expect(puncher.punchingPeers).toBe(MAX_PUNCHING_PEERS); // the oldest were forgotten (before: all 1,524 kept)
+    vi.advanceTimersByTime(3000 + 2000 + 1);
+    await answerFromNewPeer();
+    expect(puncher.punchingPeers).toBe(1); // the expired ones went with the next punch (before: kept for ever)
   });
 });
 

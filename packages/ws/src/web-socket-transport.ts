@@ -42,9 +42,25 @@ export interface WebSocketOptions {
 
 const DEFAULT_PATH = '/agentlink';
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+/**
+ * Pongs owed to a peer that pings without reading, waiting past the socket's buffers; one more terminates the
+ * connection (docs/security.md). ws answers every ping by itself; before ws 8.23 nothing bounded those answers,
+ * so a peer flooding 125-byte pings and never reading grew our write queue without limit.
+ */
+const MAX_PENDING_PONGS = 60;
+/**
+ * Fragments one WebSocket message may arrive in; one more closes the connection (1008). agentlink sends each mux
+ * frame as one unfragmented message, and other libraries cut a 1 MiB message into at most a few hundred. ws keeps
+ * every fragment of an unfinished message (~200 B of heap each, beside its bytes) below the mux, where core's
+ * inbound budgets do not see it: its default of 16,384 let one connection hold ~3 MB that way, 4,096 connections
+ * 13 GB.
+ */
+export const MAX_FRAGMENTS = 1024;
 /** A refused client gets this long to read its 401 before its socket is destroyed. */
 const REFUSAL_LINGER_MS = 1000;
 function ignore(): void {}
+/** ws's options for MAX_PENDING_PONGS (from ws 8.23) and MAX_FRAGMENTS (from 8.22); @types/ws 8.18 lists neither. */
+const frameBounds = { maxPendingAutoPongs: MAX_PENDING_PONGS, maxFragments: MAX_FRAGMENTS } as object;
 
 /**
  * The WebSocket channel: `wss://` over TLS 1.3 where both sides present a self-signed certificate of their
@@ -76,7 +92,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
         // Garbage that parses as the start of a TLS record would otherwise hold its socket for node's 120 s.
         handshakeTimeout: guard.handshakeTimeoutMs,
       });
-      const wss = new WebSocketServer({ noServer: true, maxPayload, perMessageDeflate: false });
+      const wss = new WebSocketServer({ noServer: true, maxPayload, perMessageDeflate: false, ...frameBounds });
       guard.attach(server);
       // Right when the handshake ends: a client without an agent certificate gets its 401 now, not after sending
       // a request (or holding the socket until node's header timeout).
@@ -131,6 +147,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
           rejectUnauthorized: false,
           maxPayload,
           perMessageDeflate: false,
+          ...frameBounds,
           localAddress: options.localAddress,
           generateMask: zeroMask,
         };

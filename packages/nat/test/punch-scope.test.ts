@@ -1,0 +1,39 @@
+import { describe, expect, it } from 'vitest';
+import { canonicalIp, punchScope } from '../src/punch-scope.js';
+
+const targets = [
+  'quic://203.0.113.7:40000', // the peer's public mapping
+  'quic://203.0.113.7:40001', // a predicted port there
+  'quic://198.51.100.9:443', // a third party
+  'quic://192.168.1.20:40000', // the peer's LAN address
+  'quic://[2001:db8::5]:40000',
+  'quic://[fe80::1]:40000',
+];
+
+describe('punchScope: where an agent answering a punch may send packets', () => {
+  it('only to the IP the rendezvous saw the peer at, when that is not our own network', () => {
+    expect(punchScope(targets, '203.0.113.7', '192.0.2.1')).toEqual(['quic://203.0.113.7:40000', 'quic://203.0.113.7:40001']);
+    expect(punchScope(targets, '::ffff:203.0.113.7', undefined)).toEqual(['quic://203.0.113.7:40000', 'quic://203.0.113.7:40001']);
+    expect(punchScope(targets, '2001:DB8::5', '192.0.2.1')).toEqual(['quic://[2001:db8::5]:40000']);
+  });
+
+  it('and to LAN addresses when the peer is behind our own public IP (same NAT)', () => {
+    expect(punchScope(targets, '203.0.113.7', '::ffff:203.0.113.7')).toEqual([
+      'quic://203.0.113.7:40000',
+      'quic://203.0.113.7:40001',
+      'quic://192.168.1.20:40000',
+      'quic://[fe80::1]:40000',
+    ]);
+  });
+
+  it('leaves the targets as they are when the rendezvous does not say (an older one), and drops what is not a URL', () => {
+    expect(punchScope(targets, undefined, undefined)).toEqual(targets);
+    expect(punchScope(['not a url', 'quic://203.0.113.7:1'], '203.0.113.7', undefined)).toEqual(['quic://203.0.113.7:1']);
+  });
+
+  it('compares IPs in one form', () => {
+    expect(canonicalIp('[2001:DB8::1]')).toBe('2001:db8::1');
+    expect(canonicalIp('::ffff:10.0.0.1')).toBe('10.0.0.1');
+    expect(canonicalIp('10.0.0.1')).toBe('10.0.0.1');
+  });
+});

@@ -21,6 +21,7 @@ function creditedStream(credit: number) {
     tryRead: () => null,
     read: () => new Promise(() => undefined),
     armRead: () => false,
+    readOrArm: () => false,
     tryFinish: () => true,
     finish: async () => undefined,
     reset: () => undefined,

@@ -165,9 +165,10 @@ export class MuxedChannel implements Channel, MuxStreamHost {
 
   /**
    * Whether the pipe must tell us (`drained`) when a message of `bytes` has left. Writers wait only while the
-   * pipe holds more than the high-water mark: then it holds either one message over the mark or several, and
-   * every one after the first was sent into a non-empty pipe — so some message in it carries the request, and
-   * the last such one leaves the pipe empty of messages without it. With writers waiting, every message does.
+   * pipe holds more than the high-water mark: then it holds either one message over the mark or several, of
+   * which every one after the first was sent into a non-empty pipe — either way one that asked. And nothing is
+   * left behind the last one that asked: a message sent while it was still in the pipe asked too. With writers
+   * waiting, every message asks, as every one did before this choice.
    */
   private notifySent(bytes: number): boolean {
     return this.pipeWaiters.size > 0 || bytes > this.highWaterMark || this.pipe.bufferedAmount > 0;

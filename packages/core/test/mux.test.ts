@@ -171,6 +171,66 @@ describe('mux', () => {
     await Promise.all(writes);
   });
 
+  /**
+   * A pipe like a socket: messages leave one at a time, in order, when the test says; the mux hears of a message
+   * leaving only when it asked (`notifySent`), as the ws pipe's write callback is passed only then.
+   */
+  function socketLikePipe() {
+    const queue: Array<{ bytes: number; notify: boolean }> = [];
+    const pipe = {
+      asked: [] as Array<boolean | undefined>,
+      bufferedAmount: 0,
+      mux: undefined as MuxedChannel | undefined,
+      send(m: Uint8Array, _before?: boolean, _after?: boolean, notifySent?: boolean) {
+        pipe.asked.push(notifySent);
+        pipe.bufferedAmount += m.length;
+        queue.push({ bytes: m.length, notify: notifySent === true });
+      },
+      close() {},
+      /** The oldest message leaves; false when none is left. */
+      leave(): boolean {
+        const message = queue.shift();
+        if (!message) return false;
+        pipe.bufferedAmount -= message.bytes;
+        if (message.notify) pipe.mux!.drained();
+        return true;
+      },
+    };
+    return pipe;
+  }
+
+  it('a frame into an idle pipe asks for no word that it left; writers behind a congested pipe still all finish', async () => {
+    const pipe = socketLikePipe();
+    const mux = (pipe.mux = new MuxedChannel({ kind: 'test', peer: Identity.generate().id, remoteAddress: 'memory', role: 'dialer', onStream: () => undefined, pipe, highWaterMark: 1000, maxChunk: 100 }));
+    while (pipe.leave()); // the SETTINGS every mux starts with
+    pipe.asked.length = 0;
+    const quiet = mux.openStreamNow()!;
+    await quiet.write(Buffer.alloc(50));
+    expect(pipe.asked).toEqual([false]); // a call one at a time: no write callback
+    while (pipe.leave());
+
+    // Several messages pile up past the high-water mark: all but the first were sent into a non-empty pipe.
+    const many = mux.openStreamNow()!;
+    let done = false;
+    const writing = many.write(Buffer.alloc(5000)).then(() => (done = true));
+    // One message over the mark on its own: it asks, so the writer behind it is woken when it leaves.
+    const big = new MuxedChannel({ kind: 'test', peer: Identity.generate().id, remoteAddress: 'memory', role: 'dialer', onStream: () => undefined, pipe: socketLikePipe(), highWaterMark: 50, maxChunk: 100 });
+    const bigPipe = (big as unknown as { pipe: ReturnType<typeof socketLikePipe> }).pipe;
+    bigPipe.mux = big;
+    while (bigPipe.leave());
+    const lone = big.openStreamNow()!;
+    let bigDone = false;
+    const bigWriting = lone.write(Buffer.alloc(150)).then(() => (bigDone = true));
+    for (let turns = 0; turns < 200 && !(done && bigDone); turns++) {
+      pipe.leave();
+      bigPipe.leave();
+      await tick();
+    }
+    expect([done, bigDone]).toEqual([true, true]);
+    await Promise.all([writing, bigWriting]);
+    expect(bigPipe.asked.at(-2)).toBe(true); // the first 100-byte piece, over the 50-byte mark
+  });
+
   it('refuses streams past the limit, and closes a flooding peer that does not read instead of queueing refusals', async () => {
     const sent: Buffer[] = [];
     const refusals: string[] = [];

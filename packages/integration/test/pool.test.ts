@@ -183,6 +183,21 @@ describe('pool over real WebSocket channels', () => {
     expect(dials.opened.count).toBe(2);
   });
 
+  it('at maxChannels, closes the least recently used channel even when every use fell in one clock millisecond', async () => {
+    useFakeClock(['Date']); // the clock stands still: only the order of use can tell the channels apart
+    const [a, b, c] = await Promise.all([worker(), worker(), worker()]);
+    const client = await dialOnlyAgent({ maxChannels: 2 });
+    await client.send(a.addresses[0]!, 'work', 1);
+    await client.send(b.addresses[0]!, 'work', 2);
+    const [toA, toB] = client.channels();
+    await client.send(a.addresses[0]!, 'work', 3); // a's channel, the older one, is now the most recently used
+    expect(await client.send(c.addresses[0]!, 'work', 4)).toBe(4);
+    expect(toA!.isClosed).toBe(false);
+    expect(toB!.isClosed).toBe(true);
+    await expect(toB!.closed).resolves.toMatchObject({ code: 'CLOSED', message: expect.stringContaining('maxChannels 2') });
+    expect(client.channels()).toHaveLength(2);
+  });
+
   it('pings channels for health and records their round-trip time', async () => {
     // Timers only: the round trip is measured on the real performance clock, across real sockets.
     useFakeClock(['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date']);

@@ -1,5 +1,5 @@
 import { AgentError, type AgentId, type Refusal } from '@agentlink/core';
-import { MuxedChannel, type Channel, type ChannelStream, type MuxOptions } from '@agentlink/core/transport';
+import { MuxedChannel, type Channel, type ChannelStream, type MessagePipe, type MuxOptions } from '@agentlink/core/transport';
 import type { Duplex } from 'node:stream';
 import type { WebSocket } from 'ws';
 import { TurnBatch } from './turn-batch.js';
@@ -27,9 +27,7 @@ export function channelOverWebSocket(
     mux?: MuxOptions;
   },
 ): Channel {
-  // One shared callback per socket (no closure per frame): each completed send may have drained the buffer.
-  const onSent = (): void => channel.drained();
-  const batch = new TurnBatch(raw);
+  const pipe = new WebSocketPipe(socket, new TurnBatch(raw));
   const channel = new MuxedChannel({
     ...init.mux,
     kind: 'ws',
@@ -38,23 +36,9 @@ export function channelOverWebSocket(
     role: init.role,
     onStream: init.onStream,
     onRefused: init.onRefused,
-    pipe: {
-      send: (message, flushBefore, flushAfter) => {
-        batch.before(flushBefore === true);
-        socket.send(message, { binary: true }, onSent);
-        batch.after(message.length, flushAfter === true);
-      },
-      get bufferedAmount() {
-        return socket.bufferedAmount;
-      },
-      close: (reason) => {
-        const code = reason.code === 'PROTOCOL_ERROR' ? PROTOCOL_ERROR : NORMAL_CLOSURE;
-        socket.close(code, truncateReason(reason.message));
-        // A dead peer never answers the closing handshake: do not let it hold the socket (or the process).
-        setTimeout(() => socket.terminate(), CLOSE_HANDSHAKE_MS).unref();
-      },
-    },
+    pipe,
   });
+  pipe.channel = channel;
   socket.on('message', (data, isBinary) => {
     if (!isBinary) {
       void channel.close(new AgentError('PROTOCOL_ERROR', 'text message on an agentlink channel'));
@@ -70,6 +54,50 @@ export function channelOverWebSocket(
   });
   return channel;
 }
+
+/**
+ * The mux's pipe over one WebSocket. A class, not an object literal with closures: every channel's pipe then has
+ * one shape and one `bufferedAmount` getter on the prototype, which V8 inlines where the mux asks for room on
+ * every write (`MuxedChannel.congested`); a literal's getter is a different function per channel, called
+ * through the generic LoadIC each time.
+ */
+class WebSocketPipe implements MessagePipe {
+  /** Set right after the channel is built (the channel needs the pipe first). */
+  channel: MuxedChannel | undefined = undefined;
+  /** One callback per socket (no closure per frame), for the frames the mux wants to hear have left (see `send`). */
+  private readonly onSent = (): void => this.channel?.drained();
+
+  constructor(
+    private readonly socket: WebSocket,
+    private readonly batch: TurnBatch,
+  ) {}
+
+  send(message: Uint8Array, flushBefore?: boolean, flushAfter?: boolean, notifySent?: boolean): void {
+    this.batch.before(flushBefore === true);
+    // A write callback only when the mux asks for one: node's stream then keeps its no-callback path (no closure
+    // and no copy of the corked writes' list per flush) for the frames of calls one at a time.
+    this.socket.send(message, SEND_OPTIONS, notifySent === true ? this.onSent : undefined);
+    this.batch.after(message.length, flushAfter === true);
+  }
+
+  get bufferedAmount(): number {
+    return this.socket.bufferedAmount;
+  }
+
+  close(reason: AgentError): void {
+    const socket = this.socket;
+    const code = reason.code === 'PROTOCOL_ERROR' ? PROTOCOL_ERROR : NORMAL_CLOSURE;
+    socket.close(code, truncateReason(reason.message));
+    // A dead peer never answers the closing handshake: do not let it hold the socket (or the process).
+    setTimeout(() => socket.terminate(), CLOSE_HANDSHAKE_MS).unref();
+  }
+}
+
+/**
+ * ws's options for every frame: none. A Uint8Array goes as a binary message by default, and ws spreads these into
+ * its own options object per message: `{ binary: true }` cost a property copy per frame there.
+ */
+const SEND_OPTIONS = Object.freeze({});
 
 /** A close reason must fit in 123 bytes of UTF-8. */
 function truncateReason(text: string): string {

@@ -1,5 +1,6 @@
 import { request } from 'node:https';
 import { once } from 'node:events';
+import { createHook } from 'node:async_hooks';
 import { Identity, createAgent, type Agent } from '@agentlink/core';
 import { MuxedChannel, selfSignedCertificate } from '@agentlink/core/transport';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -76,6 +77,32 @@ describe('ws channel specifics', () => {
       expect(typeBytes.filter((byte) => byte === 0x40)).toHaveLength(5); // OPEN with the request, no FIN of the caller
       expect(typeBytes.filter((byte) => byte === 0x81)).toHaveLength(5); // the response carrying the FIN
       expect(typeBytes).toHaveLength(10);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('a unary call answered at once makes no promise of agentlink\'s but the one send returns, on either side', async () => {
+    const client = await createAgent({ channels: [webSocket()] });
+    try {
+      await client.send(server.addresses[0]!, 'echo', 'warm-up');
+      await client.send(server.addresses[0]!, 'echo', 'warm-up');
+      // Promises made by agentlink's own code (core and this package), told by the frame that made them.
+      let ours = 0;
+      const counting = createHook({
+        init(_id, type) {
+          if (type !== 'PROMISE') return;
+          const where = new Error().stack!.split('\n').slice(2).find((line) => !line.includes('node:') && !line.includes('<anonymous>'));
+          if (where && /packages\/(core|ws)\/src\//.test(where)) ours++;
+        },
+      });
+      const calls = 5;
+      counting.enable();
+      for (let i = 0; i < calls; i++) expect(await client.send(server.addresses[0]!, 'echo', Buffer.alloc(100, i))).toEqual(Buffer.alloc(100, i));
+      counting.disable();
+      // The caller's attempt, the server's stream and its call ran without an async function each (a promise per
+      // call apiece, and their hops): what is left is `send`'s own promise.
+      expect(ours).toBe(calls);
     } finally {
       await client.close();
     }

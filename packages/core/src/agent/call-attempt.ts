@@ -20,7 +20,7 @@ export interface AttemptDeps {
 function ignore(): void {}
 
 function resendLater(attempt: CallAttempt): void {
-  void attempt.resend();
+  attempt.resend();
 }
 
 /** Calls refused unprocessed (HTTP/2 REFUSED_STREAM and the like) are resent at once, this many times. */
@@ -59,28 +59,47 @@ class CallAttempt implements CallControl, MessageReceiver {
   /** Starts the attempt; every outcome reaches the handler. */
   start(): void {
     this.handler.onStart?.(this);
-    void this.run();
+    this.run();
   }
 
-  private async run(): Promise<void> {
-    const { call } = this;
+  /**
+   * As far as the attempt gets without waiting, with no promise of its own: a unary call whose slot, stream and
+   * request went at once ends here, listening for its reply (an async function per attempt cost a promise and
+   * its hops on every call). Whatever must wait continues in `openThenReceive`.
+   */
+  private run(): void {
     try {
-      const reason = this.aborted.reason ?? call.abortReason;
+      const reason = this.aborted.reason ?? this.call.abortReason;
       if (reason) throw reason;
       const opening = this.open();
-      if (opening) await opening;
-      // A unary call's one reply is taken where its bytes arrive (push-style, where the stream offers it): no
-      // read loop, no promise per reply. Streams read with `receive`, whose promises carry their backpressure.
-      // Listening before `listen`: it hands over at once whatever already arrived (or the stream's failure).
-      if (call.mode === 'unary') {
-        this.listening = true;
-        if (this.framed!.listen(this)) return;
-        this.listening = false;
-      }
-      return await this.receiveReplies();
+      if (opening) void this.openThenReceive(opening);
+      else this.receive();
     } catch (error) {
       this.failed(error);
     }
+  }
+
+  private async openThenReceive(opening: Promise<void>): Promise<void> {
+    try {
+      await opening;
+      this.receive();
+    } catch (error) {
+      this.failed(error);
+    }
+  }
+
+  /**
+   * A unary call's one reply is taken where its bytes arrive (push-style, where the stream offers it): no read
+   * loop, no promise per reply. Streams read with `receive`, whose promises carry their backpressure. Listening
+   * before `listen`: it hands over at once whatever already arrived (or the stream's failure).
+   */
+  private receive(): void {
+    if (this.call.mode === 'unary') {
+      this.listening = true;
+      if (this.framed!.listen(this)) return;
+      this.listening = false;
+    }
+    void this.receiveReplies();
   }
 
   /**
@@ -102,8 +121,8 @@ class CallAttempt implements CallControl, MessageReceiver {
   }
 
   /** Runs the attempt again after a transparent resend's pause. */
-  resend(): Promise<void> {
-    return this.run();
+  resend(): void {
+    this.run();
   }
 
   /** MessageReceiver: the unary call's reply, read push-style (see `run`). */
@@ -186,18 +205,23 @@ class CallAttempt implements CallControl, MessageReceiver {
     outbox.attach(framed);
   }
 
+  /** The replies read in a loop (streams, and unary calls on streams that cannot push); never throws. */
   private async receiveReplies(): Promise<void> {
     const framed = this.framed!;
-    for (;;) {
-      // Frames already decoded (a chunk carries a batch of items) are taken without a promise hop each.
-      const message = framed.takeReady() ?? (await framed.receive());
-      // Frames already decoded from one chunk keep coming after an abort: the caller must see none of them.
-      const aborted = this.aborted.reason ?? this.call.abortReason;
-      if (aborted) throw aborted;
-      if (message?.type !== 'item') return this.endWithReply(message);
-      if (this.call.mode === 'unary') throw this.unexpected(message);
-      const held = this.handler.onItem?.(message.body, framed.lastFrameBytes);
-      if (held) await held;
+    try {
+      for (;;) {
+        // Frames already decoded (a chunk carries a batch of items) are taken without a promise hop each.
+        const message = framed.takeReady() ?? (await framed.receive());
+        // Frames already decoded from one chunk keep coming after an abort: the caller must see none of them.
+        const aborted = this.aborted.reason ?? this.call.abortReason;
+        if (aborted) throw aborted;
+        if (message?.type !== 'item') return this.endWithReply(message);
+        if (this.call.mode === 'unary') throw this.unexpected(message);
+        const held = this.handler.onItem?.(message.body, framed.lastFrameBytes);
+        if (held) await held;
+      }
+    } catch (error) {
+      this.failed(error);
     }
   }
 

@@ -52,6 +52,10 @@ export interface PoolStats {
 
 interface ChannelState {
   calls: number;
+  /**
+   * When the channel was last used, as a count of uses in this pool (not a clock): eviction only needs the order,
+   * and a clock read on every call's end and every served stream cost a `Date.now` each (a runtime call in V8).
+   */
   lastUsed: number;
   idleSince: number | undefined;
   retired: boolean;
@@ -99,6 +103,8 @@ export class ChannelPool {
   private readonly state = new Map<Channel, ChannelState>();
   private readonly pendingByPriority: Record<Priority, number> = { critical: 0, high: 0, normal: 0, low: 0 };
   private pending = 0;
+  /** Uses so far (ChannelState.lastUsed): the least recently used channel is the one with the smallest count. */
+  private uses = 0;
   private readonly closing = new AbortController();
   private retireTimer: NodeJS.Timeout | undefined;
   private idleTimer: NodeJS.Timeout | undefined;
@@ -160,7 +166,7 @@ export class ChannelPool {
     const state = this.state.get(channel);
     if (!state) return;
     state.calls--;
-    state.lastUsed = Date.now();
+    state.lastUsed = ++this.uses;
     const peerState = this.peers.get(channel.peer);
     if (peerState && peerState.queue.size > 0) this.serveQueue(peerState);
   }
@@ -170,7 +176,7 @@ export class ChannelPool {
     const state = this.state.get(channel);
     if (state) {
       state.idleSince = undefined;
-      state.lastUsed = Date.now();
+      state.lastUsed = ++this.uses;
     }
   }
 
@@ -181,7 +187,7 @@ export class ChannelPool {
     }
     const peerState = this.peerState(channel.peer);
     peerState.channels.add(channel);
-    this.state.set(channel, { calls: 0, lastUsed: Date.now(), idleSince: undefined, retired: false, rttMs: undefined });
+    this.state.set(channel, { calls: 0, lastUsed: ++this.uses, idleSince: undefined, retired: false, rttMs: undefined });
     if (diagnosticChannels.channelOpen.hasSubscribers) diagnosticChannels.channelOpen.publish({ channel });
     void channel.closed.then((reason) => this.removed(channel, peerState, reason));
     this.settleCrossedDials(channel, peerState);

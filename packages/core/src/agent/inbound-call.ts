@@ -30,14 +30,15 @@ export interface InboundDeps {
 }
 
 /** The innermost inbound dispatch: runs the agent's handler for the call and reports its lifecycle. */
-export const serveCall: Dispatch = (call, handler) => void (call as InboundCall).serve(handler);
+export const serveCall: Dispatch = (call, handler) => (call as InboundCall).serve(handler);
 
 /**
  * Serves one stream a peer opened: reads the request (within `requestTimeoutMs`), runs it through the inbound
  * interceptors and the handler, writes the reply, and watches the caller for cancellation while it runs. Never
- * throws: every failure becomes an error frame or a reset.
+ * throws: every failure becomes an error frame or a reset. A request that came with the stream's opening is
+ * served from here with no promise (the mux's OPEN carries it); one still on its way is awaited in `serveLater`.
  */
-export async function serveInboundStream(stream: ChannelStream, channel: Channel, deps: InboundDeps): Promise<void> {
+export function serveInboundStream(stream: ChannelStream, channel: Channel, deps: InboundDeps): void {
   const budget = deps.budget(channel);
   if (budget.exhausted) {
     refuseStream(stream, channel, deps, 'budget', new AgentError('RESOURCE_EXHAUSTED', 'too many unfinished frames on this channel: stream refused'));
@@ -47,12 +48,31 @@ export async function serveInboundStream(stream: ChannelStream, channel: Channel
   let first: WireMessage | undefined;
   try {
     // Usually the request came with the stream's opening (the mux's OPEN): taken at once, with no timer to arm.
-    first = framed.receiveNow() ?? (await receiveRequest(framed, stream, channel, deps));
+    first = framed.receiveNow();
   } catch (error) {
     stream.reset(toAgentError(error, 'PROTOCOL_ERROR'));
     return;
   }
-  if (first?.type === 'ping') return answerPing(framed, first.nonce);
+  if (first === undefined) void serveLater(framed, stream, channel, deps);
+  else serveFirst(framed, first, channel, deps);
+}
+
+/** The request was not there with the stream's opening: wait for it (see `receiveRequest`), then serve it. */
+async function serveLater(framed: FramedStream, stream: ChannelStream, channel: Channel, deps: InboundDeps): Promise<void> {
+  let first: WireMessage | undefined;
+  try {
+    first = await receiveRequest(framed, stream, channel, deps);
+  } catch (error) {
+    stream.reset(toAgentError(error, 'PROTOCOL_ERROR'));
+    return;
+  }
+  serveFirst(framed, first, channel, deps);
+}
+
+/** The stream's first message: a ping, or the request of a call. */
+function serveFirst(framed: FramedStream, first: WireMessage | undefined, channel: Channel, deps: InboundDeps): void {
+  const { stream } = framed;
+  if (first?.type === 'ping') return void answerPing(framed, first.nonce);
   if (first?.type !== 'request') {
     stream.reset(new AgentError('PROTOCOL_ERROR', `a stream must start with a request, got ${first?.type ?? 'end of stream'}`));
     return;
@@ -181,8 +201,12 @@ class InboundCall implements CallInfo, CallControl, MessageReceiver {
 
   // ---- the terminal --------------------------------------------------------------------------------------
 
-  /** Runs the handler and reports its lifecycle to `out` (the reply writer, or the innermost interceptor). */
-  async serve(out: CallHandler): Promise<void> {
+  /**
+   * Runs the handler and reports its lifecycle to `out` (the reply writer, or the innermost interceptor). A unary
+   * handler that answers at once is served with no promise of ours; one that returns a promise is awaited in
+   * `awaitResult`, and streaming, duplex and tunnel handlers run in `serveAsync`.
+   */
+  serve(out: CallHandler): void {
     out.onStart?.(this);
     const { request } = this;
     const entry = this.deps.handler(request.method);
@@ -197,22 +221,39 @@ class InboundCall implements CallInfo, CallControl, MessageReceiver {
     // The reply travels at the caller's priority, where the transport can order streams.
     if (request.priority !== 'normal') this.framed.stream.setPriority?.(request.priority);
     const context = new InboundContext(this.peer, this.remoteAddress, request.method, this.aborted, this.deadline, request.priority, this.metadata);
+    if (entry.kind !== 'unary') return void this.serveAsync(entry, context, out);
     try {
-      if (entry.kind === 'unary') {
-        const result = entry.handler(request.body, context);
-        // A handler that answered at once cannot be interrupted (nothing runs while it does): the deadline and
-        // the caller's cancel matter only while a reply is pending, so they are armed only then.
-        let body: unknown;
-        if (isPromiseLike(result)) {
-          this.armWatchers();
-          body = await result;
-          this.checkNotAborted();
-        } else {
-          body = result;
-        }
-        out.onResponse?.(body);
-        out.onEnd();
-      } else if (entry.kind === 'tunnel') {
+      const result = entry.handler(request.body, context);
+      // A handler that answered at once cannot be interrupted (nothing runs while it does): the deadline and the
+      // caller's cancel matter only while a reply is pending, so they are armed only then.
+      if (isPromiseLike(result)) {
+        this.armWatchers();
+        return void this.awaitResult(result, out);
+      }
+      out.onResponse?.(result);
+      out.onEnd();
+    } catch (error) {
+      this.handlerFailed(error, out);
+    }
+  }
+
+  /** A unary handler's promised result. */
+  private async awaitResult(result: PromiseLike<unknown>, out: CallHandler): Promise<void> {
+    try {
+      const body = await result;
+      this.checkNotAborted();
+      out.onResponse?.(body);
+      out.onEnd();
+    } catch (error) {
+      this.handlerFailed(error, out);
+    }
+  }
+
+  /** Tunnel, duplex and streaming handlers. */
+  private async serveAsync(entry: Exclude<HandlerEntry, { kind: 'unary' }>, context: CallContext, out: CallHandler): Promise<void> {
+    const { request } = this;
+    try {
+      if (entry.kind === 'tunnel') {
         this.armWatchers(false); // a tunnel's bytes are its handler's to read
         await this.openTunnel(entry.handler, context);
       } else if (entry.kind === 'duplex') {
@@ -225,8 +266,12 @@ class InboundCall implements CallInfo, CallControl, MessageReceiver {
         out.onEnd();
       }
     } catch (error) {
-      out.onError(this.aborted.reason ?? (error instanceof AgentError ? error : new AgentError('HANDLER_ERROR', errorMessage(error), { cause: error })));
+      this.handlerFailed(error, out);
     }
+  }
+
+  private handlerFailed(error: unknown, out: CallHandler): void {
+    out.onError(this.aborted.reason ?? (error instanceof AgentError ? error : new AgentError('HANDLER_ERROR', errorMessage(error), { cause: error })));
   }
 
   /** The deadline timer, and (unless the handler owns the stream's bytes) the watch for the caller giving up. */

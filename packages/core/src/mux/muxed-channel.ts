@@ -28,8 +28,14 @@ export interface MessagePipe {
    * `flushAfter` (a stream's first frame that someone waits for: a streamed call's request, a stream's first
    * item) asks it to send this message, with what it batched before it, now rather than at the end of the turn.
    */
-  send(message: Uint8Array, flushBefore?: boolean, flushAfter?: boolean): void;
-  /** Bytes queued in the transport but not yet handed to the OS. */
+  send(message: Uint8Array, flushBefore?: boolean, flushAfter?: boolean, notifySent?: boolean): void;
+  /**
+   * Bytes queued in the transport but not yet handed to the OS. The pipe calls the channel's `drained()` once a
+   * message sent with `notifySent` has left (it may for any other message too): the mux asks for it whenever
+   * the pipe held bytes already, the message alone is over the high-water mark, or writers wait for room — so
+   * while the pipe is congested some message in it always will, and a message into an idle pipe (every unary
+   * call's, one at a time) needs no write callback.
+   */
   readonly bufferedAmount: number;
   /** Closes the underlying connection. The transport then calls `pipeClosed`. */
   close(reason: AgentError): void;
@@ -154,12 +160,24 @@ export class MuxedChannel implements Channel, MuxStreamHost {
   /** Every frame of ours goes out here: our SETTINGS first, once (see settingsWithFirstFrame). */
   private send(frame: Uint8Array, flushBefore?: boolean, flushAfter?: boolean): void {
     if (!this.settingsSent) this.sendSettings();
-    this.pipe.send(frame, flushBefore, flushAfter);
+    this.pipe.send(frame, flushBefore, flushAfter, this.notifySent(frame.length));
+  }
+
+  /**
+   * Whether the pipe must tell us (`drained`) when a message of `bytes` has left. Writers wait only while the
+   * pipe holds more than the high-water mark: then it holds either one message over the mark or several, of
+   * which every one after the first was sent into a non-empty pipe — either way one that asked. And nothing is
+   * left behind the last one that asked: a message sent while it was still in the pipe asked too. With writers
+   * waiting, every message asks, as every one did before this choice.
+   */
+  private notifySent(bytes: number): boolean {
+    return this.pipeWaiters.size > 0 || bytes > this.highWaterMark || this.pipe.bufferedAmount > 0;
   }
 
   private sendSettings(): void {
     this.settingsSent = true;
-    this.pipe.send(encodeU32Frame(MuxFrameType.settings, MUX_FEATURES, this.window));
+    const frame = encodeU32Frame(MuxFrameType.settings, MUX_FEATURES, this.window);
+    this.pipe.send(frame, false, false, this.notifySent(frame.length));
   }
 
   get isClosed(): boolean {

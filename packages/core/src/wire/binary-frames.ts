@@ -83,12 +83,12 @@ function encodeBinaryRequest(message: Extract<WireMessage, { type: 'request' }>)
     frame.writeUInt32BE(timeoutMs, at);
     at += 4;
   }
-  frame[at++] = PRIORITIES.indexOf(message.priority);
+  frame[at++] = priorityIndex(message.priority);
   frame[at++] = 0xde;
   frame[at++] = 0;
   frame[at++] = 0;
   at = writeBin(frame, at, body);
-  frame[at] = MODES.indexOf(message.mode);
+  frame[at] = modeIndex(message.mode);
   return frame;
 }
 
@@ -238,4 +238,32 @@ function writeBin(frame: Buffer, at: number, body: Uint8Array): number {
 function isEmpty(metadata: Record<string, string>): boolean {
   for (const key in metadata) if (Object.hasOwn(metadata, key)) return false;
   return true;
+}
+
+/**
+ * PRIORITIES.indexOf and MODES.indexOf as switches: a request's two enums are written on every call, and
+ * `indexOf` is a call into a builtin each time where a switch on the (internalized) strings compiles to compares.
+ */
+function priorityIndex(priority: Priority): number {
+  switch (priority) {
+    case 'critical':
+      return 0;
+    case 'high':
+      return 1;
+    case 'normal':
+      return 2;
+    default:
+      return PRIORITIES.indexOf(priority);
+  }
+}
+
+function modeIndex(mode: CallMode): number {
+  switch (mode) {
+    case 'unary':
+      return 0;
+    case 'stream':
+      return 1;
+    default:
+      return MODES.indexOf(mode);
+  }
 }

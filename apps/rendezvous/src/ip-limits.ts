@@ -1,16 +1,21 @@
 import { TokenBucket } from '@agentlink/core';
+import { addressGroup, DEFAULT_LISTENER_LIMITS } from '@agentlink/core/transport';
 
 /** IPs tracked at most; the oldest are forgotten first (their buckets start full again). */
 const MAX_TRACKED_IPS = 100_000;
 
-/** A token bucket per client IP: a flood from one address is refused while others are served. */
+/**
+ * A token bucket per client IP (an IPv6 client's per /64, see `clientOf`): a flood from one address is refused
+ * while others are served.
+ */
 export class PerIpRate {
   private readonly buckets = new Map<string, TokenBucket>();
 
   constructor(private readonly ratePerSecond: number) {}
 
-  /** Takes one token for `ip`; false when its bucket is empty. */
-  allow(ip: string): boolean {
+  /** Takes one token for `address`'s client; false when its bucket is empty. */
+  allow(address: string): boolean {
+    const ip = addressGroup(address, DEFAULT_LISTENER_LIMITS.ipv6PrefixLength);
     let bucket = this.buckets.get(ip);
     if (!bucket) {
       if (this.buckets.size >= MAX_TRACKED_IPS) this.buckets.delete(this.buckets.keys().next().value!);
@@ -28,4 +33,12 @@ export function ipOf(remoteAddress: string): string {
   if (v6) return v6[1]!;
   const colon = remoteAddress.lastIndexOf(':');
   return colon > 0 && remoteAddress.indexOf(':') === colon ? remoteAddress.slice(0, colon) : remoteAddress;
+}
+
+/**
+ * Who a client is for the per-IP rates and relay counts: its IP, or its IPv6 network (/64, as core's listener
+ * counts connections), since one host holding a /64 could otherwise be 2^64 clients.
+ */
+export function clientOf(remoteAddress: string): string {
+  return addressGroup(ipOf(remoteAddress), DEFAULT_LISTENER_LIMITS.ipv6PrefixLength);
 }

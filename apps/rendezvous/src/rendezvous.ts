@@ -4,7 +4,7 @@ import type { ChannelStream } from '@agentlink/core/transport';
 import { verifyRecord, type SignedRecord } from '@agentlink/nat';
 import { webSocket } from '@agentlink/ws';
 import { DEFAULT_CONFIG, checkConfig, listenerLimits, type RendezvousConfig } from './config.js';
-import { PerIpRate, ipOf } from './ip-limits.js';
+import { PerIpRate, clientOf, ipOf } from './ip-limits.js';
 import { silentLogger, type Logger } from './log.js';
 import { ClusterBus, type ClusterRequest } from './cluster-bus.js';
 import { connectRedis, type RedisConnection } from './redis-connection.js';
@@ -212,7 +212,7 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     // The relay holds its place from here: callers that ask together cannot all pass before one of them is counted.
     let slot: RelaySlot;
     try {
-      slot = relays.admit(ctx.peer, target, ipOf(ctx.remoteAddress));
+      slot = relays.admit(ctx.peer, target, clientOf(ctx.remoteAddress));
     } catch (error) {
       return refuse('relay-limit', error as AgentError);
     }

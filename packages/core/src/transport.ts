@@ -33,6 +33,7 @@ export type { DecodeLimits } from './wire/msgpack-shape.js';
 export { abortReason } from './util/abort.js';
 export { ChunkQueue, type ChunkSink } from './util/chunk-queue.js';
 export { ConnectionAdmission, DEFAULT_LISTENER_LIMITS, resolveListenerLimits } from './listener/listener-limits.js';
+export { addressGroup } from './listener/address-group.js';
 export type { AdmissionRefusal, AdmissionTicket, ListenerLimits } from './listener/listener-limits.js';
 export { refusalKey } from './listener/refusal.js';
 export type { Refusal, RefusalStage } from './listener/refusal.js';

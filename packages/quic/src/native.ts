@@ -110,6 +110,8 @@ export interface EndpointOptions {
   maxConnectionsPerIp?: number;
   newConnectionsPerIpPerSecond?: number;
   handshakeTimeoutMs?: number;
+  /** IPv6 peers are counted per network of this many leading bits (1–128). */
+  ipv6PrefixLength?: number;
 }
 
 export interface NativeBinding {

@@ -118,6 +118,7 @@ export function quic(options: QuicOptions = {}): Transport & { endpoint(): Promi
         maxConnectionsPerIp: u32(limits.maxConnectionsPerIp),
         newConnectionsPerIpPerSecond: u32(limits.newConnectionsPerIpPerSecond),
         handshakeTimeoutMs: u32(limits.handshakeTimeoutMs),
+        ipv6PrefixLength: limits.ipv6PrefixLength,
       })
       .catch((error: unknown) => Promise.reject(fromNative(error)));
   };

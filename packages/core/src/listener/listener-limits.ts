@@ -1,5 +1,6 @@
 import { AgentError } from '../errors.js';
 import { TokenBucket } from '../middleware/token-bucket.js';
+import { addressGroup } from './address-group.js';
 
 /**
  * What one listener lets strangers hold before any of them proved a key. Every channel's listener takes these
@@ -14,6 +15,12 @@ export interface ListenerLimits {
   newConnectionsPerIpPerSecond?: number;
   /** Upper bound of one TLS (or QUIC) handshake before the socket is closed (default 5 s). */
   handshakeTimeoutMs?: number;
+  /**
+   * IPv6 peers are counted per network of this prefix length, not per address (default 64, 1–128; 128 counts
+   * each address): one host usually holds a whole /64, so per address the per-IP limits would bind nobody.
+   * Raise it when many of your own agents share one /64 (e.g. one cloud subnet) and reach one listener.
+   */
+  ipv6PrefixLength?: number;
 }
 
 /** An admitted connection's place in a {@link ConnectionAdmission}. */
@@ -28,6 +35,7 @@ export const DEFAULT_LISTENER_LIMITS: Required<ListenerLimits> = {
   maxConnectionsPerIp: 1024,
   newConnectionsPerIpPerSecond: 200,
   handshakeTimeoutMs: 5000,
+  ipv6PrefixLength: 64,
 };
 
 /** IPs tracked for the per-IP rate at most; the oldest are forgotten first (their buckets start full again). */
@@ -42,6 +50,9 @@ export function resolveListenerLimits(limits: ListenerLimits = {}): Required<Lis
     if (!Number.isSafeInteger(value) || value <= 0) {
       throw new AgentError('INVALID_ARGUMENT', `listener option ${key} must be a positive integer, got ${String(value)}`);
     }
+    if (key === 'ipv6PrefixLength' && value > 128) {
+      throw new AgentError('INVALID_ARGUMENT', `listener option ipv6PrefixLength must be at most 128, got ${value}`);
+    }
     resolved[key] = value;
   }
   return resolved;
@@ -51,8 +62,9 @@ export function resolveListenerLimits(limits: ListenerLimits = {}): Required<Lis
 export type AdmissionRefusal = 'max-connections' | 'max-connections-per-ip' | 'ip-rate';
 
 /**
- * Counts a listener's connections and each IP's arrivals. A transport asks `admit(ip)` for every new connection
- * before any TLS work and calls the returned `release` once that connection is gone.
+ * Counts a listener's connections and each IP's arrivals (an IPv6 peer's by its network, `ipv6PrefixLength`). A
+ * transport asks `admit(ip)` for every new connection before any TLS work and calls the returned `release` once
+ * that connection is gone.
  */
 export class ConnectionAdmission {
   private readonly limits: Required<ListenerLimits>;
@@ -74,8 +86,9 @@ export class ConnectionAdmission {
   }
 
   /** Admits a connection from `ip` (returns its release function) or says why not. */
-  admit(ip: string): AdmissionTicket | AdmissionRefusal {
+  admit(address: string): AdmissionTicket | AdmissionRefusal {
     if (this.open >= this.limits.maxConnections) return 'max-connections';
+    const ip = addressGroup(address, this.limits.ipv6PrefixLength);
     const fromIp = this.perIp.get(ip) ?? 0;
     if (fromIp >= this.limits.maxConnectionsPerIp) return 'max-connections-per-ip';
     if (!this.takeToken(ip)) return 'ip-rate';

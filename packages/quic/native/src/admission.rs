@@ -18,6 +18,8 @@ pub struct Limits {
     pub max_connections_per_ip: u32,
     pub new_connections_per_ip_per_second: u32,
     pub handshake_timeout: Duration,
+    /// IPv6 peers are counted per network of this many leading bits: one host usually holds a whole /64.
+    pub ipv6_prefix_length: u8,
 }
 
 impl Default for Limits {
@@ -28,6 +30,7 @@ impl Default for Limits {
             max_connections_per_ip: 1024,
             new_connections_per_ip_per_second: 200,
             handshake_timeout: Duration::from_millis(5000),
+            ipv6_prefix_length: 64,
         }
     }
 }
@@ -62,6 +65,19 @@ struct State {
     buckets: HashMap<IpAddr, Bucket>,
     /// Order in which `buckets` gained their IPs, to forget the oldest first.
     bucket_order: VecDeque<IpAddr>,
+}
+
+/// The key a peer's connections are counted under (core's `addressGroup`): an IPv4 address as it is (an IPv4 peer on
+/// a dual-stack socket shows as ::ffff:a.b.c.d), an IPv6 address cut to its first `prefix` bits, so that one host's
+/// /64 is one "IP" and not 2^64 of them.
+pub fn address_group(ip: IpAddr, prefix: u8) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) if prefix < 128 => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
+            IpAddr::V6((u128::from(v6) & mask).into())
+        }
+        other => other,
+    }
 }
 
 pub struct Admission {
@@ -109,8 +125,7 @@ impl Admission {
 
     /// `admit` at a given time, so tests can drive the rate without sleeping.
     pub fn admit_at(self: &Arc<Self>, ip: IpAddr, now: Instant) -> Result<Admitted, Refused> {
-        // An IPv4 peer on a dual-stack socket shows as ::ffff:a.b.c.d; count it as the IPv4 address it is.
-        let ip = ip.to_canonical();
+        let ip = address_group(ip, self.limits.ipv6_prefix_length);
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if state.open >= self.limits.max_connections {
             return Err(Refused::MaxConnections);
@@ -204,5 +219,29 @@ mod tests {
         let half_a_second_later = start + Duration::from_millis(500);
         assert!(admission.admit_at(A, half_a_second_later).is_ok());
         assert_eq!(admission.admit_at(A, half_a_second_later).err(), Some(Refused::IpRate));
+    }
+
+    fn v6(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn ipv6_peers_count_per_network_of_the_prefix_length() {
+        let admission = Admission::new(limits(10, 2, 100));
+        let _held = [admission.admit(v6("2001:db8:1:2::1")).unwrap(), admission.admit(v6("2001:db8:1:2:ffff::9")).unwrap()];
+        // Another address of the same /64 is the same peer: a host holding a /64 is not 2^64 IPs.
+        assert_eq!(admission.admit(v6("2001:db8:1:2:dead:beef:0:1")).err(), Some(Refused::MaxConnectionsPerIp));
+        assert!(admission.admit(v6("2001:db8:1:3::1")).is_ok(), "the next /64 is another peer");
+    }
+
+    #[test]
+    fn the_prefix_length_is_an_option_and_128_counts_each_address() {
+        let each = Admission::new(Limits { max_connections_per_ip: 1, ipv6_prefix_length: 128, ..Limits::default() });
+        let _held = each.admit(v6("2001:db8::1")).unwrap();
+        assert!(each.admit(v6("2001:db8::2")).is_ok());
+        let wide = Admission::new(Limits { max_connections_per_ip: 1, ipv6_prefix_length: 48, ..Limits::default() });
+        let _held = wide.admit(v6("2001:db8:1:1::1")).unwrap();
+        assert_eq!(wide.admit(v6("2001:db8:1:ffff::1")).err(), Some(Refused::MaxConnectionsPerIp));
+        assert_eq!(address_group(v6("2001:db8:1:2:3:4:5:6"), 61), v6("2001:db8:1::"));
     }
 }

@@ -46,6 +46,8 @@ pub struct EndpointOptions {
     pub max_connections_per_ip: Option<u32>,
     pub new_connections_per_ip_per_second: Option<u32>,
     pub handshake_timeout_ms: Option<u32>,
+    /// IPv6 peers are counted per network of this many leading bits (1–128; default 64).
+    pub ipv6_prefix_length: Option<u32>,
 }
 
 /// A peer turned away before it became a connection in JavaScript (see listener.rs).
@@ -141,6 +143,11 @@ fn limits(options: &EndpointOptions) -> Limits {
             .filter(|v| *v > 0)
             .map(|ms| Duration::from_millis(ms as u64))
             .unwrap_or(defaults.handshake_timeout),
+        ipv6_prefix_length: options
+            .ipv6_prefix_length
+            .filter(|v| (1..=128).contains(v))
+            .map(|v| v as u8)
+            .unwrap_or(defaults.ipv6_prefix_length),
     }
 }
 

@@ -13,7 +13,13 @@ LOCAL_NETWORKS.addSubnet('fe80::', 10, 'ipv6');
 export function canonicalIp(ip: string): string {
   const bare = ip.replace(/^\[|\]$/g, '').toLowerCase();
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(bare);
-  return mapped ? mapped[1]! : bare;
+  if (mapped) return mapped[1]!;
+  // A URL spells a mapped address in hex (new URL('quic://[::ffff:1.2.3.4]:1').hostname is '[::ffff:102:304]'):
+  // every candidate comes through a URL, so without this one mapped candidate never matched where it was seen.
+  const hex = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(bare);
+  if (!hex) return bare;
+  const [high, low] = [parseInt(hex[1]!, 16), parseInt(hex[2]!, 16)];
+  return `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
 }
 
 function isLocalNetwork(ip: string): boolean {

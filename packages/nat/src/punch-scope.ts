@@ -9,9 +9,10 @@ LOCAL_NETWORKS.addAddress('::1', 'ipv6');
 LOCAL_NETWORKS.addSubnet('fc00::', 7, 'ipv6');
 LOCAL_NETWORKS.addSubnet('fe80::', 10, 'ipv6');
 
-/** An IP as a socket or a URL spells it, in one form: no brackets, lower case, IPv4-mapped IPv6 as IPv4. */
+/** An IP as a socket or a URL spells it, in one form: no brackets or zone, lower case, IPv4-mapped IPv6 as IPv4. */
 export function canonicalIp(ip: string): string {
-  const bare = ip.replace(/^\[|\]$/g, '').toLowerCase();
+  // A socket names a link-local peer with its zone (fe80::1%eth0); a URL cannot carry one, so candidates never do.
+  const bare = ip.replace(/^\[|\]$/g, '').replace(/%.*$/, '').toLowerCase();
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(bare);
   if (mapped) return mapped[1]!;
   // A URL spells a mapped address in hex (new URL('quic://[::ffff:1.2.3.4]:1').hostname is '[::ffff:102:304]'):

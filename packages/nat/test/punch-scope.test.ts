@@ -38,6 +38,11 @@ describe('punchScope: where an agent answering a punch may send packets', () => 
     // A URL writes a mapped address in hex: the same IPv4 address all the same.
     expect(canonicalIp(new URL('quic://[::ffff:203.0.113.7]:1').hostname)).toBe('203.0.113.7');
     expect(canonicalIp('[::ffff:a00:1]')).toBe('10.0.0.1');
+    expect(canonicalIp('FE80::1%eth0')).toBe('fe80::1');
+  });
+
+  it('dials a link-local peer seen with its zone at its candidate (a URL holds no zone)', () => {
+    expect(punchScope(['quic://[fe80::5]:40000', 'quic://[fe80::6]:40000'], 'fe80::5%eth0', undefined)).toEqual(['quic://[fe80::5]:40000']);
   });
 
   it('dials a candidate written as IPv4-mapped IPv6 (a peer whose STUN server answered from a dual-stack socket)', () => {

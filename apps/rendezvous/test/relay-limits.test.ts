@@ -120,7 +120,7 @@ describe('a relay caller that breaks the tunnel protocol', () => {
   // gets neither onOpen nor an abort. Until this test the relay's place was held for good (and the target's tunnel
   // left open), so a stranger with fresh keys pinned maxRelaysPerTarget towards any agent, or maxRelays in all.
   it("gets the target's tunnel reset and the place given back within relayIdleMs", async () => {
-    const r = await rendezvous({ maxRelaysPerTarget: 1, relayIdleMs: 500 });
+    const r = await rendezvous({ maxRelaysPerTarget: 1, relayIdleMs: 1000 });
     const victim = await reachableAgent(r);
     const victimSide: ChannelStream[] = [];
     let arrived!: () => void;

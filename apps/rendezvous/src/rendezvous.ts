@@ -223,8 +223,9 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
       slot.release();
       throw error;
     }
-    // A caller that leaves before its tunnel opens (it resets, or its channel drops) gets no pipe: the target's
-    // tunnel is closed and the place given back, rather than held until the target gives up on it.
+    // A call that ends before its tunnel opens gets no pipe: the target's tunnel is closed and the place given
+    // back. Core aborts a tunnel call's signal only at its deadline (it does not watch the caller until the tunnel
+    // is handed over); a caller that reset before that is met by the pipe, whose first read fails.
     let opened = false;
     const abandoned = (): void => {
       if (opened) return;

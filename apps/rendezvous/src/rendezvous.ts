@@ -223,21 +223,33 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
       slot.release();
       throw error;
     }
-    // A caller that leaves before its tunnel opens (it resets, or its channel drops) gets no pipe: the target's
-    // tunnel is closed and the place given back, rather than held until the target gives up on it.
+    // A call that ends before its tunnel opens gets no pipe: the target's tunnel is closed and the place given
+    // back. Core aborts a tunnel call's signal only at its deadline (it does not watch the caller until the tunnel
+    // is handed over); a caller that reset before that is met by the pipe, whose first read fails.
     let opened = false;
     const abandoned = (): void => {
       if (opened) return;
+      opened = true; // settled: neither a late onOpen nor the timer below acts again
+      clearTimeout(unopened);
+      ctx.signal.removeEventListener('abort', abandoned);
       toTarget.reset(new AgentError('CANCELLED', 'the relay caller left before its tunnel opened'));
       slot.release();
     };
+    // Core hands the tunnel over (onOpen) right after sending the acceptance. When that fails after we returned
+    // (the caller sent bytes behind its request, or the stream broke), there is no onOpen and no abort: without
+    // this the place was held for good (a stranger pinned maxRelaysPerTarget towards any agent). A relay not
+    // opened within relayIdleMs is given back, as an idle one is.
+    const unopened = setTimeout(abandoned, config.relayIdleMs);
+    unopened.unref();
     if (ctx.signal.aborted) abandoned();
     else ctx.signal.addEventListener('abort', abandoned, { once: true });
     log('info', 'relay opened', { from: ctx.peer, to: target });
     return {
       accept: true,
       onOpen: (fromCaller) => {
+        if (opened) return fromCaller.reset(new AgentError('CANCELLED', 'the relay was given up before its tunnel opened'));
         opened = true;
+        clearTimeout(unopened);
         ctx.signal.removeEventListener('abort', abandoned);
         relays.pipe(slot, fromCaller, toTarget);
       },

@@ -97,6 +97,33 @@ describe('three rendezvous instances sharing Redis', () => {
     }
   });
 
+  it('a punch from an instance of before (no seenAt in its message) is still carried out, as before: dialling the record', async () => {
+    // Mixed versions during a rolling upgrade: an older instance publishes the request without `seenAt`.
+    const redisPrefix = `c${randomUUID()}:`;
+    const r2 = await rendezvous({ redisUrl: redis.url, redisPrefix });
+    const victim = await reachableAgent(r2);
+    const own = await udpListener('127.0.0.3');
+    const bus = await connectRedis(redis.url);
+    try {
+      const stranger = Identity.generate();
+      const signed = signRecord(stranger, recordOf(stranger, { candidates: [`quic://127.0.0.3:${own.port}`] }));
+      const olderInstance = Identity.generate().id;
+      const body = {
+        kind: 'punch',
+        target: victim.agent.id,
+        peer: stranger.id,
+        record: { record: Buffer.from(signed.record).toString('base64'), signature: Buffer.from(signed.signature).toString('base64') },
+      };
+      await bus.command(['PUBLISH', `${redisPrefix}instance:${r2.agent.id}`, JSON.stringify({ t: 'req', id: randomUUID(), from: olderInstance, body })]);
+      await once(own.socket, 'message'); // the victim answers the punch
+      expect(own.datagrams[0]).toBeGreaterThanOrEqual(1200); // a QUIC Initial
+      expect(await metric(r2, 'rendezvous_cluster_requests_total{direction="served"}')).toBe(1);
+    } finally {
+      own.socket.close();
+      await bus.close();
+    }
+  });
+
   it('an instance killed: its agents re-register elsewhere within two heartbeats; calls between other agents go on', async () => {
     const heartbeatMs = 1000;
     const [r1, r2] = await cluster();

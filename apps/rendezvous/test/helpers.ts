@@ -1,6 +1,7 @@
 import { createSocket, type Socket } from 'node:dgram';
 import { once } from 'node:events';
 import { createAgent, type Agent, type AgentError, type AgentOptions, type Identity } from '@agentlink/core';
+import type { Channel, ChannelStream, Transport } from '@agentlink/core/transport';
 import { reach, type PeerRecord, type Reach, type ReachOptions } from '@agentlink/nat';
 import { quic } from '@agentlink/quic';
 import { webSocket } from '@agentlink/ws';
@@ -32,6 +33,47 @@ export async function wsClient(localAddress?: string): Promise<Agent> {
   const agent = await createAgent({ channels: [webSocket({ localAddress })] });
   cleanups.push(() => agent.close());
   return agent;
+}
+
+/**
+ * A plain ws agent that breaks the tunnel protocol: each stream it opens carries one stray byte right behind its
+ * request, in the same chunk (as a caller that starts talking before the tunnel is accepted would send).
+ */
+export async function strayByteClient(): Promise<Agent> {
+  const agent = await createAgent({ channels: [strayByteTransport(webSocket())] });
+  cleanups.push(() => agent.close());
+  return agent;
+}
+
+/** `inner`, with each stream a dialled channel opens writing one byte more behind its first write. */
+function strayByteTransport(inner: Transport): Transport {
+  const strayAfterFirst = (stream: ChannelStream): ChannelStream => {
+    let first = true;
+    return forward(stream, {
+      write: (chunk: Uint8Array) => {
+        if (!first) return stream.write(chunk);
+        first = false;
+        return stream.write(Buffer.concat([chunk, Buffer.from('x')]));
+      },
+    });
+  };
+  const channelOf = (channel: Channel): Channel =>
+    forward(channel, {
+      openStreamNow: undefined,
+      openStream: async (options?: Parameters<Channel['openStream']>[0]) => strayAfterFirst(await channel.openStream(options)),
+    });
+  return forward(inner, { dial: async (address: URL, context: Parameters<Transport['dial']>[1]) => channelOf(await inner.dial(address, context)) });
+}
+
+/** `target` with `overrides` in place of some of its members (methods bound to `target`). */
+function forward<T extends object>(target: T, overrides: Record<string, unknown>): T {
+  return new Proxy(target, {
+    get(t, key, receiver) {
+      if (typeof key === 'string' && key in overrides) return overrides[key];
+      const value: unknown = Reflect.get(t, key, receiver);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(t) : value;
+    },
+  });
 }
 
 export async function cleanup(): Promise<void> {

@@ -2,7 +2,7 @@ import { AgentError } from '@agentlink/core';
 import type { ChannelStream } from '@agentlink/core/transport';
 import { signRecord } from '@agentlink/nat';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanup, reachableAgent, recordOf, rendezvous, wsClient } from './helpers.js';
+import { cleanup, reachableAgent, recordOf, rendezvous, strayByteClient, wsClient } from './helpers.js';
 
 afterEach(cleanup);
 
@@ -111,6 +111,37 @@ describe('a relay caller that leaves before its tunnel opens', () => {
     await expect(victimSide[0]!.read()).rejects.toMatchObject({ code: 'CANCELLED' });
     // And the stranger's quota is free again.
     await stranger.openTunnel(r.address, 'rdv.relay', { target: victim.agent.id }, { timeoutMs: 5000 });
+    expect((await r.health()).relays).toBe(1);
+  });
+});
+
+describe('a relay caller that breaks the tunnel protocol', () => {
+  // Core sends the acceptance, then finds the caller's byte behind its request and fails the call: the handler
+  // gets neither onOpen nor an abort. Until this test the relay's place was held for good (and the target's tunnel
+  // left open), so a stranger with fresh keys pinned maxRelaysPerTarget towards any agent, or maxRelays in all.
+  it("gets the target's tunnel reset and the place given back within relayIdleMs", async () => {
+    const r = await rendezvous({ maxRelaysPerTarget: 1, relayIdleMs: 1000 });
+    const victim = await reachableAgent(r);
+    const victimSide: ChannelStream[] = [];
+    let arrived!: () => void;
+    const tunnelArrived = new Promise<void>((resolve) => (arrived = resolve));
+    victim.agent.handleTunnel('nat.relay', () => ({
+      accept: true,
+      onOpen: (stream: ChannelStream) => {
+        victimSide.push(stream);
+        arrived();
+      },
+    }));
+    const stranger = await strayByteClient();
+    await stranger.send(r.address, 'rdv.register', signRecord(stranger.identity, recordOf(stranger.identity)));
+    await stranger.openTunnel(r.address, 'rdv.relay', { target: victim.agent.id }, { timeoutMs: 5000 }).catch(() => undefined);
+    await tunnelArrived;
+    // The rendezvous gives up on the relay that never opened: the victim's side is reset...
+    await expect(victimSide[0]!.read()).rejects.toMatchObject({ code: 'CANCELLED' });
+    // ...and the place towards the victim is free again for an honest caller.
+    expect((await r.health()).relays).toBe(0);
+    const honest = await registeredStranger(r);
+    await honest.openTunnel(r.address, 'rdv.relay', { target: victim.agent.id }, { timeoutMs: 5000 });
     expect((await r.health()).relays).toBe(1);
   });
 });

@@ -9,11 +9,18 @@ LOCAL_NETWORKS.addAddress('::1', 'ipv6');
 LOCAL_NETWORKS.addSubnet('fc00::', 7, 'ipv6');
 LOCAL_NETWORKS.addSubnet('fe80::', 10, 'ipv6');
 
-/** An IP as a socket or a URL spells it, in one form: no brackets, lower case, IPv4-mapped IPv6 as IPv4. */
+/** An IP as a socket or a URL spells it, in one form: no brackets or zone, lower case, IPv4-mapped IPv6 as IPv4. */
 export function canonicalIp(ip: string): string {
-  const bare = ip.replace(/^\[|\]$/g, '').toLowerCase();
+  // A socket names a link-local peer with its zone (fe80::1%eth0); a URL cannot carry one, so candidates never do.
+  const bare = ip.replace(/^\[|\]$/g, '').replace(/%.*$/, '').toLowerCase();
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(bare);
-  return mapped ? mapped[1]! : bare;
+  if (mapped) return mapped[1]!;
+  // A URL spells a mapped address in hex (new URL('quic://[::ffff:1.2.3.4]:1').hostname is '[::ffff:102:304]'):
+  // every candidate comes through a URL, so without this one mapped candidate never matched where it was seen.
+  const hex = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(bare);
+  if (!hex) return bare;
+  const [high, low] = [parseInt(hex[1]!, 16), parseInt(hex[2]!, 16)];
+  return `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
 }
 
 function isLocalNetwork(ip: string): boolean {

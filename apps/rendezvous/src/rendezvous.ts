@@ -236,9 +236,9 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
       slot.release();
     };
     // Core hands the tunnel over (onOpen) right after sending the acceptance. When that fails after we returned
-    // (the caller sent bytes behind its request, or the stream broke), there is no onOpen and no abort: without
-    // this the place was held for good (a stranger pinned maxRelaysPerTarget towards any agent). A relay not
-    // opened within relayIdleMs is given back, as an idle one is.
+    // (the caller sent bytes behind its request, or the stream broke), core aborts ctx.signal instead (since
+    // 2026-11-24; before, nothing came and the place was held for good: a stranger pinned maxRelaysPerTarget
+    // towards any agent). Kept as a backstop: a relay not opened within relayIdleMs is given back, as an idle one is.
     const unopened = setTimeout(abandoned, config.relayIdleMs);
     unopened.unref();
     if (ctx.signal.aborted) abandoned();

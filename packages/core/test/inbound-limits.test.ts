@@ -219,4 +219,23 @@ describe('inbound limits', () => {
     expect(last).toBeLessThanOrEqual(6);
     await iterator.return?.();
   });
+
+  it("a tunnel whose caller breaks the protocol after the handler accepted aborts the handler's signal", async () => {
+    const { server, raw } = await serverWith();
+    const given = new Promise<{ signal: AbortSignal; opened: boolean[] }>((resolve) => {
+      server.handleTunnel('pipe', (_body: unknown, ctx) => {
+        const opened: boolean[] = [];
+        resolve({ signal: ctx.signal, opened });
+        return { accept: 'ok', onOpen: () => void opened.push(true) };
+      });
+    });
+    const stream = await (await raw()).openStream();
+    const request = encodeFrame({ type: 'request', method: 'pipe', timeoutMs: 5000, priority: 'normal', metadata: {}, body: null, mode: 'tunnel' });
+    await stream.write(Buffer.concat([request, Buffer.from('x')])); // a byte before the tunnel was accepted
+    const { signal, opened } = await given;
+    if (!signal.aborted) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+    expect(signal.reason).toMatchObject({ code: 'PROTOCOL_ERROR' });
+    expect(opened).toEqual([]); // never handed the stream
+  });
 });
+

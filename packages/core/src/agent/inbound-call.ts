@@ -296,8 +296,15 @@ class InboundCall implements CallInfo, CallControl, MessageReceiver {
     this.checkNotAborted();
     clearTimeout(this.timer); // the deadline bounded the opening; the tunnel lives as long as its owner wants
     this.replied = true;
-    await this.framed.send({ type: 'response', body: accept ?? null });
-    if (!this.framed.drained) throw new AgentError('PROTOCOL_ERROR', 'caller sent bytes before the tunnel was accepted');
+    try {
+      await this.framed.send({ type: 'response', body: accept ?? null });
+      if (!this.framed.drained) throw new AgentError('PROTOCOL_ERROR', 'caller sent bytes before the tunnel was accepted');
+    } catch (error) {
+      // The handler accepted and holds what the tunnel needs (a relay's place, the far side's tunnel) until
+      // `onOpen`, which now never comes: its signal is how it learns to let go.
+      this.abort(toAgentError(error, 'UNAVAILABLE'));
+      throw error;
+    }
     onOpen(this.framed.stream);
   }
 

@@ -201,7 +201,7 @@ describe('mux', () => {
 
   it('a frame into an idle pipe asks for no word that it left; writers behind a congested pipe still all finish', async () => {
     const pipe = socketLikePipe();
-    const mux = (pipe.mux = new MuxedChannel({ kind: 'test', peer: Identity.generate().id, remoteAddress: 'memory', role: 'dialer', onStream: () => undefined, pipe, highWaterMark: 1000, maxChunk: 100 }));
+    const mux = (pipe.mux = new MuxedChannel({ kind: 'test', peer: Identity.generate().id, remoteAddress: 'memory', role: 'dialer', onStream: () => undefined, pipe, highWaterMark: 2000, maxChunk: 100 }));
     while (pipe.leave()); // the SETTINGS every mux starts with
     pipe.asked.length = 0;
     const quiet = mux.openStreamNow()!;

@@ -126,9 +126,9 @@ describe('ws channel specifics', () => {
       const { stream } = await client.openTunnel(sink.addresses[0]!, 'sink');
       const [channel] = client.channels(sink.id);
       const pipe = (channel as unknown as { pipe: { bufferedAmount: number } }).pipe;
-      expect(pipe.bufferedAmount).toBe(0); // the pipe is idle: the frame below asks for no word that it left
+      expect(pipe.bufferedAmount).toBe(0); // idle: the frame below is alone in it, with only ws's own bytes beside it
       await stream.write(Buffer.alloc(mark - 5, 1)); // taken at once: not over the mark by the mux's count...
-      expect(channel!.congested).toBe(true); // ...but the socket holds it with ws's header (and mask key)
+      expect((channel as MuxedChannel).congested).toBe(true); // ...but the socket holds it with ws's header (and mask key)
       // This write waits for room: only word of the frame above leaving can wake it.
       await stream.write(Buffer.alloc(100, 2));
       await stream.end();

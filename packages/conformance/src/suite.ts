@@ -137,6 +137,28 @@ export function runConformanceSuite(target: ConformanceTarget): void {
       expect(error.remote).toBe(true);
     });
 
+    it('an inbound interceptor that throws fails that call with HANDLER_ERROR, and the channel serves the next', async () => {
+      let calls = 0;
+      const guarded = await createAgent({
+        channels: [factory(target.listenOptions)],
+        inboundInterceptors: [
+          (next) => (call, handler) => {
+            if (calls++ === 0) throw new Error('interceptor bug');
+            next(call, handler);
+          },
+        ],
+      });
+      guarded.handle('echo', (body: unknown) => body);
+      try {
+        // Thrown where the transport hands over the stream, it must not reach (and break) the transport's reader.
+        const error = await rejection(client.send(guarded.addresses[0]!, 'echo', 1, { timeoutMs: 10_000 }));
+        expect([error.code, error.message]).toEqual(['HANDLER_ERROR', 'interceptor bug']);
+        expect(await client.send(guarded.addresses[0]!, 'echo', 2, { timeoutMs: 10_000 })).toBe(2);
+      } finally {
+        await guarded.close();
+      }
+    });
+
     it("a handler's AgentError code crosses the wire", async () => {
       const error = await rejection(client.send(address, 'throw-code', { code: 'RESOURCE_EXHAUSTED', message: 'quota' }));
       expect(error.code).toBe('RESOURCE_EXHAUSTED');

@@ -173,9 +173,10 @@ describe('mux', () => {
 
   /**
    * A pipe like a socket: messages leave one at a time, in order, when the test says; the mux hears of a message
-   * leaving only when it asked (`notifySent`), as the ws pipe's write callback is passed only then.
+   * leaving only when it asked (`notifySent`), as the ws pipe's write callback is passed only then. `framing`:
+   * bytes the pipe counts with each message beyond it (a WebSocket frame's header and mask key).
    */
-  function socketLikePipe() {
+  function socketLikePipe(framing = 0) {
     const queue: Array<{ bytes: number; notify: boolean }> = [];
     const pipe = {
       asked: [] as Array<boolean | undefined>,
@@ -183,8 +184,8 @@ describe('mux', () => {
       mux: undefined as MuxedChannel | undefined,
       send(m: Uint8Array, _before?: boolean, _after?: boolean, notifySent?: boolean) {
         pipe.asked.push(notifySent);
-        pipe.bufferedAmount += m.length;
-        queue.push({ bytes: m.length, notify: notifySent === true });
+        pipe.bufferedAmount += m.length + framing;
+        queue.push({ bytes: m.length + framing, notify: notifySent === true });
       },
       close() {},
       /** The oldest message leaves; false when none is left. */
@@ -201,7 +202,7 @@ describe('mux', () => {
 
   it('a frame into an idle pipe asks for no word that it left; writers behind a congested pipe still all finish', async () => {
     const pipe = socketLikePipe();
-    const mux = (pipe.mux = new MuxedChannel({ kind: 'test', peer: Identity.generate().id, remoteAddress: 'memory', role: 'dialer', onStream: () => undefined, pipe, highWaterMark: 1000, maxChunk: 100 }));
+    const mux = (pipe.mux = new MuxedChannel({ kind: 'test', peer: Identity.generate().id, remoteAddress: 'memory', role: 'dialer', onStream: () => undefined, pipe, highWaterMark: 2000, maxChunk: 100 }));
     while (pipe.leave()); // the SETTINGS every mux starts with
     pipe.asked.length = 0;
     const quiet = mux.openStreamNow()!;
@@ -229,6 +230,25 @@ describe('mux', () => {
     expect([done, bigDone]).toEqual([true, true]);
     await Promise.all([writing, bigWriting]);
     expect(bigPipe.asked.at(-2)).toBe(true); // the first 100-byte piece, over the 50-byte mark
+  });
+
+  it("a frame alone in the pipe that reaches the mark only with the pipe's own framing asks, and wakes the writer behind it", async () => {
+    const pipe = socketLikePipe(14); // at most what ws adds to a frame: a 10-byte header and a 4-byte mask key
+    const mux = (pipe.mux = new MuxedChannel({ kind: 'test', peer: Identity.generate().id, remoteAddress: 'memory', role: 'dialer', onStream: () => undefined, pipe, highWaterMark: 5000, maxChunk: 5000 }));
+    while (pipe.leave()); // the SETTINGS every mux starts with
+    pipe.asked.length = 0;
+    const stream = mux.openStreamNow()!;
+    await stream.write(Buffer.alloc(4995)); // a frame of exactly the mark (5-byte header): the pipe holds 5014
+    expect(mux.congested).toBe(true);
+    expect(pipe.asked).toEqual([true]);
+    let done = false;
+    const writing = stream.write(Buffer.alloc(10)).then(() => (done = true));
+    for (let turns = 0; turns < 10 && !done; turns++) {
+      pipe.leave();
+      await tick();
+    }
+    expect(done).toBe(true);
+    await writing;
   });
 
   it('refuses streams past the limit, and closes a flooding peer that does not read instead of queueing refusals', async () => {

@@ -108,6 +108,37 @@ describe('ws channel specifics', () => {
     }
   });
 
+  it('a frame of exactly the high-water mark into an idle socket, over the mark with its WebSocket header, still wakes the writer behind it', async () => {
+    const sink = await createAgent({ channels: [webSocket({ port: 0 })] });
+    let ended!: (bytes: number) => void;
+    const received = new Promise<number>((resolve) => (ended = resolve));
+    sink.handleTunnel('sink', () => ({
+      onOpen: (stream) =>
+        void (async () => {
+          let bytes = 0;
+          for (let chunk = await stream.read(); chunk; chunk = await stream.read()) bytes += chunk.length;
+          ended(bytes);
+        })(),
+    }));
+    const mark = 64 * 1024;
+    const client = await createAgent({ channels: [webSocket({ mux: { highWaterMark: mark, maxChunk: mark } })] });
+    try {
+      const { stream } = await client.openTunnel(sink.addresses[0]!, 'sink');
+      const [channel] = client.channels(sink.id);
+      const pipe = (channel as unknown as { pipe: { bufferedAmount: number } }).pipe;
+      expect(pipe.bufferedAmount).toBe(0); // idle: the frame below is alone in it, with only ws's own bytes beside it
+      await stream.write(Buffer.alloc(mark - 5, 1)); // taken at once: not over the mark by the mux's count...
+      expect((channel as MuxedChannel).congested).toBe(true); // ...but the socket holds it with ws's header (and mask key)
+      // This write waits for room: only word of the frame above leaving can wake it.
+      await stream.write(Buffer.alloc(100, 2));
+      await stream.end();
+      expect(await received).toBe(mark - 5 + 100);
+    } finally {
+      await client.close();
+      await sink.close();
+    }
+  }, 10_000);
+
   it("the client's frames are masked with a zero key (no XOR per byte on either side) and the server reads them", async () => {
     const client = await createAgent({ channels: [webSocket()] });
     try {

@@ -81,7 +81,13 @@ function serveFirst(framed: FramedStream, first: WireMessage | undefined, channe
   if (first.mode === 'tunnel' || !deps.dispatch) return call.serve(call.reply);
   // Interceptors may wait (rate limits): the caller's cancel and the deadline are watched from now on.
   call.armWatchers();
-  deps.dispatch(call, call.reply);
+  try {
+    deps.dispatch(call, call.reply);
+  } catch (error) {
+    // An interceptor that throws fails its call as a throwing handler does. Not further: this runs where the
+    // transport hands over the stream (a WebSocket's message event), whose reader must not see our exceptions.
+    call.handlerFailed(error, call.reply);
+  }
 }
 
 /** Waits for the stream's request, within `requestTimeoutMs` (then the stream is refused and reset). */
@@ -270,7 +276,8 @@ class InboundCall implements CallInfo, CallControl, MessageReceiver {
     }
   }
 
-  private handlerFailed(error: unknown, out: CallHandler): void {
+  /** The handler (or an inbound interceptor) threw: the call fails with HANDLER_ERROR, or the AgentError thrown. */
+  handlerFailed(error: unknown, out: CallHandler): void {
     out.onError(this.aborted.reason ?? (error instanceof AgentError ? error : new AgentError('HANDLER_ERROR', errorMessage(error), { cause: error })));
   }
 

@@ -30,16 +30,25 @@ export interface MessagePipe {
    */
   send(message: Uint8Array, flushBefore?: boolean, flushAfter?: boolean, notifySent?: boolean): void;
   /**
-   * Bytes queued in the transport but not yet handed to the OS. The pipe calls the channel's `drained()` once a
-   * message sent with `notifySent` has left (it may for any other message too): the mux asks for it whenever
-   * the pipe held bytes already, the message alone is over the high-water mark, or writers wait for room — so
-   * while the pipe is congested some message in it always will, and a message into an idle pipe (every unary
-   * call's, one at a time) needs no write callback.
+   * Bytes queued in the transport but not yet handed to the OS: the messages' and, beyond them, at most
+   * PIPE_OWN_BYTES of the pipe's own (framing, its control frames). The pipe calls the channel's `drained()`
+   * once a message sent with `notifySent` has left (it may for any other message too): the mux asks for it
+   * whenever the pipe held bytes already, the message alone comes within PIPE_OWN_BYTES of the high-water mark,
+   * or writers wait for room — so while the pipe is congested some message in it always will, and a message
+   * into an idle pipe (every unary call's, one at a time) needs no write callback.
    */
   readonly bufferedAmount: number;
   /** Closes the underlying connection. The transport then calls `pipeClosed`. */
   close(reason: AgentError): void;
 }
+
+/**
+ * What a pipe's `bufferedAmount` may count beyond one message's bytes: its own framing (a WebSocket frame's header
+ * and mask key, up to 14 bytes) and control frames of its own (a pong, up to 131). A message alone in the pipe
+ * that comes within this of the high-water mark asks to hear that it left (see `MuxedChannel.notifySent`): the
+ * pipe may hold more than the mark with no other message in it.
+ */
+const PIPE_OWN_BYTES = 1024;
 
 /** Flow-control and limit options of the mux. */
 export interface MuxOptions {
@@ -165,13 +174,14 @@ export class MuxedChannel implements Channel, MuxStreamHost {
 
   /**
    * Whether the pipe must tell us (`drained`) when a message of `bytes` has left. Writers wait only while the
-   * pipe holds more than the high-water mark: then it holds either one message over the mark or several, of
-   * which every one after the first was sent into a non-empty pipe — either way one that asked. And nothing is
-   * left behind the last one that asked: a message sent while it was still in the pipe asked too. With writers
-   * waiting, every message asks, as every one did before this choice.
+   * pipe holds more than the high-water mark: then it holds either one message that nearly fills the mark by
+   * itself (with the pipe's own bytes: PIPE_OWN_BYTES) or several, of which every one after the first was sent
+   * into a non-empty pipe — either way one that asked. And nothing is left behind the last one that asked: a
+   * message sent while it was still in the pipe asked too. With writers waiting, every message asks, as every
+   * one did before this choice.
    */
   private notifySent(bytes: number): boolean {
-    return this.pipeWaiters.size > 0 || bytes > this.highWaterMark || this.pipe.bufferedAmount > 0;
+    return this.pipeWaiters.size > 0 || bytes + PIPE_OWN_BYTES > this.highWaterMark || this.pipe.bufferedAmount > 0;
   }
 
   private sendSettings(): void {

@@ -1,7 +1,7 @@
 import type { Transport } from '../src/index.js';
 import type { Channel, DialContext, ListenContext } from '../src/transport.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { AgentError, Identity, createAgent, type Agent } from '../src/index.js';
+import { AgentError, Identity, createAgent, type Agent, type Interceptor } from '../src/index.js';
 import { memoryTransport } from './memory-transport.js';
 
 const agents: Agent[] = [];
@@ -224,4 +224,36 @@ describe('channel choice', () => {
       vi.useRealTimers();
     }
   });
+
+  it('an outbound interceptor that throws fails the call with what it threw, cancels what it started and stops the deadline', async () => {
+    const network = new Map<string, ListenContext>();
+    const server = await createAgent({ channels: [memoryTransport(network, 'server')] });
+    server.handle('add', ({ a, b }: { a: number; b: number }) => a + b);
+    let served = 0;
+    server.handleStream('count', async function* (n: number) {
+      served++;
+      for (let i = 0; i < n; i++) yield i;
+    });
+    let throwBefore = true;
+    const buggy: Interceptor = (next) => (call, handler) => {
+      if (throwBefore) throw new Error('interceptor bug before next');
+      next(call, handler);
+      throw new Error('interceptor bug after next');
+    };
+    const client = await createAgent({ channels: [memoryTransport(network)], interceptors: [buggy], defaultTimeoutMs: 60_000 });
+    agents.push(server, client);
+    const address = server.addresses[0]!;
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const before = vi.getTimerCount();
+    const sent = client.send(address, 'add', { a: 1, b: 2 }); // must not throw: a rejected promise
+    await expect(sent).rejects.toMatchObject({ code: 'UNKNOWN', message: 'interceptor bug before next' });
+    expect(vi.getTimerCount()).toBe(before); // the call's 60 s deadline is not left armed
+    vi.useRealTimers();
+    throwBefore = false;
+    // Thrown after the attempt started: the call fails with the throw, and the attempt in flight is cancelled.
+    await expect(client.send(address, 'add', { a: 1, b: 2 })).rejects.toMatchObject({ message: 'interceptor bug after next' });
+    await expect(client.stream(address, 'count', 3).next()).rejects.toMatchObject({ message: 'interceptor bug after next' });
+    expect(served).toBeLessThanOrEqual(1);
+  });
 });
+

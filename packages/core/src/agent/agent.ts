@@ -1,4 +1,4 @@
-import { AgentError } from '../errors.js';
+import { AgentError, toAgentError } from '../errors.js';
 import type { Channel, ChannelPath, ChannelStream, ListenContext, Listener, Transport, TransportContext } from '../channel.js';
 import { diagnosticChannels } from '../diagnostics.js';
 import { refusalKey, type Refusal } from '../listener/refusal.js';
@@ -412,7 +412,17 @@ export class Agent {
   /** Runs a call through the interceptors; the call's timers stop when it ends, either way. */
   private start(call: OutboundCall, handler: CallHandler): void {
     const observed = diagnosticChannels.callStart.hasSubscribers || diagnosticChannels.callEnd.hasSubscribers || diagnosticChannels.callError.hasSubscribers;
-    this.dispatch(call, new CallLifecycle(call, handler, observed));
+    const lifecycle = new CallLifecycle(call, handler, observed);
+    try {
+      this.dispatch(call, lifecycle);
+    } catch (error) {
+      // An interceptor that throws instead of reporting `onError` (a bug in it): the call fails with what it threw,
+      // whatever it had started is cancelled, and the deadline stops. Before, `send` threw synchronously and left
+      // the call's deadline timer armed (it kept the process alive), and `stream` never settled.
+      const failure = toAgentError(error, 'UNKNOWN');
+      call.abort(failure);
+      lifecycle.onError(failure);
+    }
   }
 }
 

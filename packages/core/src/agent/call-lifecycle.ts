@@ -11,6 +11,8 @@ import type { OutboundCall } from './outbound-call.js';
 export class CallLifecycle implements CallHandler {
   /** When the call started, if diagnostics listen (0 otherwise: no clock read per call). */
   private readonly started: number;
+  /** The call reported its end or failure: anything after it (an attempt cancelled by a failing interceptor) is dropped. */
+  private ended = false;
 
   constructor(
     private readonly call: OutboundCall,
@@ -35,12 +37,16 @@ export class CallLifecycle implements CallHandler {
   }
 
   onEnd(): void {
+    if (this.ended) return;
+    this.ended = true;
     this.call.finish();
     if (this.observed) diagnosticChannels.callEnd.publish({ call: this.call, durationMs: performance.now() - this.started });
     this.handler.onEnd();
   }
 
   onError(error: AgentError): void {
+    if (this.ended) return;
+    this.ended = true;
     this.call.finish();
     if (this.observed) diagnosticChannels.callError.publish({ call: this.call, error, durationMs: performance.now() - this.started });
     this.handler.onError(error);

@@ -202,7 +202,7 @@ describe('mux', () => {
 
   it('a frame into an idle pipe asks for no word that it left; writers behind a congested pipe still all finish', async () => {
     const pipe = socketLikePipe();
-    const mux = (pipe.mux = new MuxedChannel({ kind: 'test', peer: Identity.generate().id, remoteAddress: 'memory', role: 'dialer', onStream: () => undefined, pipe, highWaterMark: 2000, maxChunk: 100 }));
+    const mux = (pipe.mux = new MuxedChannel({ kind: 'test', peer: Identity.generate().id, remoteAddress: 'memory', role: 'dialer', onStream: () => undefined, pipe, highWaterMark: 10_000, maxChunk: 100 }));
     while (pipe.leave()); // the SETTINGS every mux starts with
     pipe.asked.length = 0;
     const quiet = mux.openStreamNow()!;
@@ -213,7 +213,7 @@ describe('mux', () => {
     // Several messages pile up past the high-water mark: all but the first were sent into a non-empty pipe.
     const many = mux.openStreamNow()!;
     let done = false;
-    const writing = many.write(Buffer.alloc(5000)).then(() => (done = true));
+    const writing = many.write(Buffer.alloc(15_000)).then(() => (done = true));
     // One message over the mark on its own: it asks, so the writer behind it is woken when it leaves.
     const big = new MuxedChannel({ kind: 'test', peer: Identity.generate().id, remoteAddress: 'memory', role: 'dialer', onStream: () => undefined, pipe: socketLikePipe(), highWaterMark: 50, maxChunk: 100 });
     const bigPipe = (big as unknown as { pipe: ReturnType<typeof socketLikePipe> }).pipe;
@@ -222,7 +222,7 @@ describe('mux', () => {
     const lone = big.openStreamNow()!;
     let bigDone = false;
     const bigWriting = lone.write(Buffer.alloc(150)).then(() => (bigDone = true));
-    for (let turns = 0; turns < 200 && !(done && bigDone); turns++) {
+    for (let turns = 0; turns < 400 && !(done && bigDone); turns++) {
       pipe.leave();
       bigPipe.leave();
       await tick();

@@ -44,11 +44,12 @@ export interface MessagePipe {
 
 /**
  * What a pipe's `bufferedAmount` may count beyond one message's bytes: its own framing (a WebSocket frame's header
- * and mask key, up to 14 bytes) and control frames of its own (a pong, up to 131). A message alone in the pipe
+ * and mask key, up to 14 bytes) and control frames of its own (pongs: ws answers a peer's pings by itself, at most
+ * 60 waiting of up to 131 bytes each, `MAX_PENDING_PONGS` in @agentlink/ws: 7,860). A message alone in the pipe
  * that comes within this of the high-water mark asks to hear that it left (see `MuxedChannel.notifySent`): the
  * pipe may hold more than the mark with no other message in it.
  */
-const PIPE_OWN_BYTES = 1024;
+const PIPE_OWN_BYTES = 8 * 1024;
 
 /** Flow-control and limit options of the mux. */
 export interface MuxOptions {

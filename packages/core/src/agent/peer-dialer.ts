@@ -82,8 +82,10 @@ export class PeerDialer {
           // Only reachability failures are worth another try; a wrong key, a cancel or a timeout are final.
           const failure = error as AgentError;
           const final = failure.code !== 'UNAVAILABLE' || !dialable || controller.signal.aborted || attempt >= DIAL_ATTEMPTS;
-          // Full jitter, in whole milliseconds: a fleet does not retry in step.
-          const retryInMs = final ? undefined : Math.floor(Math.random() * DIAL_BACKOFF_MS * 2 ** (attempt - 1));
+          // Full jitter, in whole milliseconds: a fleet does not retry in step. At least 1: node runs a timer of 0
+          // after 1 ms anyway, and a fake clock set to 0 during its own tick did too, so a published 0 was not the
+          // wait (a test stepping the clock by it hung: the circuit-breaker test's flake, 1 full run in 8).
+          const retryInMs = final ? undefined : 1 + Math.floor(Math.random() * (DIAL_BACKOFF_MS * 2 ** (attempt - 1) - 1));
           const waited = retryInMs === undefined ? undefined : backoff(retryInMs, controller.signal);
           // Published once the backoff's timer is set, so an observer (a test's fake clock) can step it.
           if (diagnosticChannels.dialError.hasSubscribers) diagnosticChannels.dialError.publish({ peer, error: failure, attempt, retryInMs });

@@ -1,7 +1,7 @@
 import type { Transport } from '../src/index.js';
 import type { Channel, DialContext, ListenContext } from '../src/transport.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { AgentError, Identity, createAgent, type Agent, type Interceptor } from '../src/index.js';
+import { AgentError, Identity, createAgent, rateLimit, retry, type Agent, type Interceptor } from '../src/index.js';
 import { memoryTransport } from './memory-transport.js';
 
 const agents: Agent[] = [];
@@ -254,6 +254,66 @@ describe('channel choice', () => {
     await expect(client.send(address, 'add', { a: 1, b: 2 })).rejects.toMatchObject({ message: 'interceptor bug after next' });
     await expect(client.stream(address, 'count', 3).next()).rejects.toMatchObject({ message: 'interceptor bug after next' });
     expect(served).toBeLessThanOrEqual(1);
+  });
+
+  it("an interceptor that throws when the one before it dispatches later (a rate limit's wait, a retry) fails its call, not the process", async () => {
+    const network = new Map<string, ListenContext>();
+    const server = await createAgent({ channels: [memoryTransport(network, 'server')] });
+    server.handle('add', ({ a, b }: { a: number; b: number }) => a + b);
+    const buggy: Interceptor = () => () => {
+      throw new Error('interceptor bug');
+    };
+    let attempts = 0;
+    // Fails its first attempt as unreachable (worth a retry), throws in the second: the retry's timer calls it.
+    const flaky: Interceptor = () => (_call, handler) => {
+      if (++attempts === 1) return handler.onError(new AgentError('UNAVAILABLE', 'not yet'));
+      throw new Error('interceptor bug on retry');
+    };
+    const limited = await createAgent({ channels: [memoryTransport(network)], interceptors: [rateLimit({ global: { ratePerSecond: 1, burst: 1 } }), buggy] });
+    const retried = await createAgent({ channels: [memoryTransport(network)], interceptors: [retry({ maxAttempts: 2, baseDelayMs: 100 }), flaky] });
+    agents.push(server, limited, retried);
+    const address = server.addresses[0]!;
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const before = vi.getTimerCount();
+      await expect(limited.send(address, 'add', { a: 1, b: 2 })).rejects.toMatchObject({ message: 'interceptor bug' });
+      const waited = limited.send(address, 'add', { a: 1, b: 2 }); // waits ~1 s for the rate limit's token
+      const outcome = waited.then(() => 'answered', (error: AgentError) => error);
+      vi.advanceTimersByTime(1000); // threw out of the timer's callback before: an uncaught exception
+      expect(await outcome).toMatchObject({ code: 'UNKNOWN', message: 'interceptor bug' });
+      const again = retried.send(address, 'add', { a: 1, b: 2 }, { idempotent: true });
+      const retriedOutcome = again.then(() => 'answered', (error: AgentError) => error);
+      vi.advanceTimersByTime(100);
+      expect(await retriedOutcome).toMatchObject({ code: 'UNKNOWN', message: 'interceptor bug on retry' });
+      expect(attempts).toBe(2);
+      expect(vi.getTimerCount()).toBe(before); // no deadline left armed
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('an inbound interceptor that throws when a rate limit before it lets the call through later fails that call, not the server', async () => {
+    const network = new Map<string, ListenContext>();
+    let calls = 0;
+    const buggy: Interceptor = (next) => (call, handler) => {
+      if (calls++ === 1) throw new Error('inbound interceptor bug');
+      next(call, handler);
+    };
+    const server = await createAgent({ channels: [memoryTransport(network, 'server')], inboundInterceptors: [rateLimit({ global: { ratePerSecond: 1, burst: 1 } }), buggy] });
+    server.handle('add', ({ a, b }: { a: number; b: number }) => a + b);
+    const client = await createAgent({ channels: [memoryTransport(network)] });
+    agents.push(server, client);
+    const address = server.addresses[0]!;
+    expect(await client.send(address, 'add', { a: 1, b: 2 })).toBe(3);
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const waited = client.send(address, 'add', { a: 2, b: 2 }).then(() => 'answered', (error: AgentError) => error);
+      await vi.waitFor(() => expect(vi.getTimerCount()).toBeGreaterThan(1)); // the server's rate limit waits for a token
+      vi.advanceTimersByTime(1000); // threw out of the rate limit's timer before: an uncaught exception in the server
+      expect(await waited).toMatchObject({ code: 'HANDLER_ERROR', message: 'inbound interceptor bug' });
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
 

@@ -16,10 +16,10 @@ import { ChannelPool, type PoolLimits, type PoolStats } from './channel-pool.js'
 import type { DuplexHandler, HandlerEntry, StreamHandler, UnaryHandler } from './handlers.js';
 import { DuplexReplies, DuplexSession, type DuplexCall } from './duplex.js';
 import { createOutbox } from './duplex-outbox.js';
-import { serveCall, serveInboundStream, type InboundDeps } from './inbound-call.js';
+import { failServedCall, serveCall, serveInboundStream, type InboundDeps } from './inbound-call.js';
 import { ConnectionGate, type AuthorizePeer } from './connection-gate.js';
 import { ChannelBudgets, type ByteBudget } from './byte-budget.js';
-import { composeInterceptors, type CallHandler, type Dispatch, type Interceptor } from './interceptor.js';
+import { composeInterceptors, failingItsCall, type CallHandler, type CallInfo, type Dispatch, type Interceptor } from './interceptor.js';
 import { OutboundCall, type CallOptions } from './outbound-call.js';
 import { AddressBook, formatPeerAddress, parsePeerReference } from './peer-address.js';
 import { PeerDialer } from './peer-dialer.js';
@@ -149,7 +149,7 @@ export class Agent {
       budget,
       replyBudget: (channel) => replyBudgets.for(channel),
       refused: (refusal) => this.refused(refusal),
-      dispatch: inbound.length > 0 ? composeInterceptors(inbound, serveCall) : undefined,
+      dispatch: inbound.length > 0 ? composeInterceptors(inbound.map((i) => failingItsCall(i, failServedCall)), serveCall) : undefined,
     };
     this.defaultTimeoutMs = nonNegativeNumberOrInfinity('defaultTimeoutMs', options.defaultTimeoutMs, 30_000);
     positiveInteger('connectTimeoutMs', options.connectTimeoutMs, 10_000);
@@ -166,7 +166,7 @@ export class Agent {
       self: this.identity.id,
       ping: (channel, timeoutMs) => pingChannel(channel, this.maxFrameSize, timeoutMs),
     });
-    this.dispatch = composeInterceptors(options.interceptors ?? [], networkDispatch({ pool: this.pool, maxFrameSize: this.maxFrameSize, budget }));
+    this.dispatch = composeInterceptors((options.interceptors ?? []).map((i) => failingItsCall(i, failCall)), networkDispatch({ pool: this.pool, maxFrameSize: this.maxFrameSize, budget }));
     for (const peer of options.peers ?? []) this.addPeer(peer);
   }
 
@@ -419,11 +419,16 @@ export class Agent {
       // An interceptor that throws instead of reporting `onError` (a bug in it): the call fails with what it threw,
       // whatever it had started is cancelled, and the deadline stops. Before, `send` threw synchronously and left
       // the call's deadline timer armed (it kept the process alive), and `stream` never settled.
-      const failure = toAgentError(error, 'UNKNOWN');
-      call.abort(failure);
-      lifecycle.onError(failure);
+      failCall(call, lifecycle, error);
     }
   }
+}
+
+/** What an interceptor threw, instead of reporting `onError`, fails the call: its attempt is cancelled, its handler told. */
+function failCall(call: CallInfo, handler: CallHandler, error: unknown): void {
+  const failure = toAgentError(error, 'UNKNOWN');
+  call.abort(failure);
+  handler.onError(failure);
 }
 
 /** Creates an agent and starts its listeners. */

@@ -32,6 +32,9 @@ export interface InboundDeps {
 /** The innermost inbound dispatch: runs the agent's handler for the call and reports its lifecycle. */
 export const serveCall: Dispatch = (call, handler) => (call as InboundCall).serve(handler);
 
+/** An inbound interceptor threw: the call fails as a throwing handler does (HANDLER_ERROR, or the AgentError thrown). */
+export const failServedCall = (call: CallInfo, handler: CallHandler, error: unknown): void => (call as InboundCall).handlerFailed(error, handler);
+
 /**
  * Serves one stream a peer opened: reads the request (within `requestTimeoutMs`), runs it through the inbound
  * interceptors and the handler, writes the reply, and watches the caller for cancellation while it runs. Never

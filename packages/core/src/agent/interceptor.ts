@@ -67,6 +67,23 @@ export type Dispatch = (call: CallInfo, handler: CallHandler) => void;
  */
 export type Interceptor = (dispatch: Dispatch) => Dispatch;
 
+/**
+ * Hands `interceptor` a `next` that turns a throw of the interceptors after it into `fail` (the call fails with
+ * it): an interceptor that dispatches later (a rate limit's wait, a retry's backoff) calls `next` from a timer,
+ * where a throw would escape as an uncaught exception (ending the process) and the call would never settle. The
+ * agent's own catch around the chain covers the first interceptor.
+ */
+export function failingItsCall(interceptor: Interceptor, fail: (call: CallInfo, handler: CallHandler, error: unknown) => void): Interceptor {
+  return (next) =>
+    interceptor((call, handler) => {
+      try {
+        next(call, handler);
+      } catch (error) {
+        fail(call, handler, error);
+      }
+    });
+}
+
 /** Builds the dispatch chain: `interceptors[0]` outermost, `terminal` (the network) innermost. */
 export function composeInterceptors(interceptors: readonly Interceptor[], terminal: Dispatch): Dispatch {
   return interceptors.reduceRight<Dispatch>((next, interceptor) => interceptor(next), terminal);

@@ -5,6 +5,10 @@ import { isIP } from 'node:net';
  * the IPv4 address it is), an IPv6 address by its first `ipv6PrefixLength` bits. One IPv6 host is usually handed a
  * whole /64, so counting its addresses one by one would give a single attacker 2^64 "IPs" and make every per-IP
  * limit meaningless. Anything that is not an IP (a socket that lost its address) is its own key.
+ *
+ * Every spelling of one address gives one key (`::ffff:c000:207` is 192.0.2.7, `2001:DB8:0::1` is `2001:db8::1`),
+ * written as the QUIC engine's `address_group` (admission.rs) writes it: an IPv6 network in RFC 5952's form
+ * with `/length` (none at 128), so the two count the same peers alike (test/address-groups.txt is read by both).
  */
 export function addressGroup(ip: string, ipv6PrefixLength: number): string {
   const bare = ip.startsWith('[') && ip.endsWith(']') ? ip.slice(1, -1) : ip;
@@ -13,17 +17,16 @@ export function addressGroup(ip: string, ipv6PrefixLength: number): string {
   const family = isIP(address);
   if (family === 4) return address;
   if (family !== 6) return ip;
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(address);
-  if (mapped) return mapped[1]!;
-  if (ipv6PrefixLength >= 128) return address;
   const words = expandIpv6(address);
-  const kept: string[] = [];
-  for (let bit = 0, word = 0; bit < ipv6PrefixLength; bit += 16, word++) {
-    const bits = Math.min(16, ipv6PrefixLength - bit);
-    const mask = (0xffff << (16 - bits)) & 0xffff;
-    kept.push((words[word]! & mask).toString(16));
+  if (words.slice(0, 5).every((word) => word === 0) && words[5] === 0xffff) {
+    return `${words[6]! >> 8}.${words[6]! & 0xff}.${words[7]! >> 8}.${words[7]! & 0xff}`;
   }
-  return `${kept.join(':')}::/${ipv6PrefixLength}`;
+  if (ipv6PrefixLength >= 128) return formatIpv6(words);
+  const network = words.map((word, index) => {
+    const bits = Math.min(16, Math.max(0, ipv6PrefixLength - index * 16));
+    return word & ((0xffff << (16 - bits)) & 0xffff);
+  });
+  return `${formatIpv6(network)}/${ipv6PrefixLength}`;
 }
 
 /** The eight 16-bit words of a valid IPv6 address (`::` expanded, a dotted IPv4 tail as two words). */
@@ -39,4 +42,18 @@ function expandIpv6(address: string): number[] {
   const restWords = rest === undefined || rest === '' ? [] : rest.split(':');
   const zeros = rest === undefined ? 0 : 8 - headWords.length - restWords.length;
   return [...headWords, ...Array<string>(zeros).fill('0'), ...restWords].map((word) => parseInt(word, 16));
+}
+
+/** RFC 5952: lower-case hex without leading zeros, the longest run of two or more zero words (the first) as `::`. */
+function formatIpv6(words: number[]): string {
+  let start = -1;
+  let length = 0;
+  for (let i = 0; i < 8; ) {
+    let j = i;
+    while (j < 8 && words[j] === 0) j++;
+    if (j - i > length && j - i > 1) [start, length] = [i, j - i];
+    i = j > i ? j : i + 1;
+  }
+  const hex = (from: number, to: number): string => words.slice(from, to).map((word) => word.toString(16)).join(':');
+  return start < 0 ? hex(0, 8) : `${hex(0, start)}::${hex(start + length, 8)}`;
 }

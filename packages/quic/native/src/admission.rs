@@ -244,4 +244,23 @@ mod tests {
         assert_eq!(wide.admit(v6("2001:db8:1:ffff::1")).err(), Some(Refused::MaxConnectionsPerIp));
         assert_eq!(address_group(v6("2001:db8:1:2:3:4:5:6"), 61), v6("2001:db8:1::"));
     }
+
+    /// The groups of core's `addressGroup` (TypeScript) for the same addresses, as it writes them: the listener of
+    /// a WebSocket or HTTP/2 channel and the QUIC engine count the same peers alike.
+    #[test]
+    fn groups_agree_with_cores_address_group() {
+        let vectors = include_str!("../../../core/test/address-groups.txt");
+        let mut checked = 0;
+        for line in vectors.lines().filter(|line| !line.is_empty() && !line.starts_with('#')) {
+            let [address, prefix, expected] = line.split(' ').collect::<Vec<_>>()[..] else { panic!("bad line {line}") };
+            let prefix: u8 = prefix.parse().unwrap();
+            let group = match address_group(address.parse().unwrap(), prefix) {
+                IpAddr::V6(network) if prefix < 128 => format!("{network}/{prefix}"),
+                other => other.to_string(),
+            };
+            assert_eq!(group, expected, "{address} /{prefix}");
+            checked += 1;
+        }
+        assert!(checked > 100);
+    }
 }

@@ -1,7 +1,7 @@
 import type { Transport } from '../src/index.js';
 import type { Channel, DialContext, ListenContext } from '../src/transport.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { AgentError, Identity, createAgent, rateLimit, retry, type Agent, type Interceptor } from '../src/index.js';
+import { AgentError, Identity, createAgent, rateLimit, retry, tapHandler, type Agent, type Interceptor } from '../src/index.js';
 import { memoryTransport } from './memory-transport.js';
 
 const agents: Agent[] = [];
@@ -290,6 +290,24 @@ describe('channel choice', () => {
     } finally {
       vi.useRealTimers();
     }
+  });
+
+  it('an interceptor that throws after starting its attempt, called at once, is reported once to the interceptors before it', async () => {
+    const network = new Map<string, ListenContext>();
+    const server = await createAgent({ channels: [memoryTransport(network, 'server')] });
+    server.handle('slow', () => new Promise(() => undefined));
+    const seen: string[] = [];
+    const tap: Interceptor = (next) => (call, handler) => next(call, tapHandler(handler, { onError: (error) => void seen.push(error.message) }));
+    const buggy: Interceptor = (next) => (call, handler) => {
+      next(call, handler);
+      throw new Error('interceptor bug after next');
+    };
+    const client = await createAgent({ channels: [memoryTransport(network)], interceptors: [tap, buggy] });
+    agents.push(server, client);
+    await expect(client.send(server.addresses[0]!, 'slow', null)).rejects.toMatchObject({ message: 'interceptor bug after next' });
+    await vi.waitFor(() => expect(seen).toHaveLength(1)); // the cancelled attempt's failure, through the tap
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(seen).toEqual(['interceptor bug after next']);
   });
 
   it('an inbound interceptor that throws when a rate limit before it lets the call through later fails that call, not the server', async () => {

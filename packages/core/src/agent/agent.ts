@@ -19,7 +19,7 @@ import { createOutbox } from './duplex-outbox.js';
 import { failServedCall, serveCall, serveInboundStream, type InboundDeps } from './inbound-call.js';
 import { ConnectionGate, type AuthorizePeer } from './connection-gate.js';
 import { ChannelBudgets, type ByteBudget } from './byte-budget.js';
-import { composeInterceptors, failingItsCall, type CallHandler, type CallInfo, type Dispatch, type Interceptor } from './interceptor.js';
+import { composeInterceptors, dispatchCatching, failingItsCall, type CallHandler, type CallInfo, type Dispatch, type Interceptor } from './interceptor.js';
 import { OutboundCall, type CallOptions } from './outbound-call.js';
 import { AddressBook, formatPeerAddress, parsePeerReference } from './peer-address.js';
 import { PeerDialer } from './peer-dialer.js';
@@ -413,14 +413,10 @@ export class Agent {
   private start(call: OutboundCall, handler: CallHandler): void {
     const observed = diagnosticChannels.callStart.hasSubscribers || diagnosticChannels.callEnd.hasSubscribers || diagnosticChannels.callError.hasSubscribers;
     const lifecycle = new CallLifecycle(call, handler, observed);
-    try {
-      this.dispatch(call, lifecycle);
-    } catch (error) {
-      // An interceptor that throws instead of reporting `onError` (a bug in it): the call fails with what it threw,
-      // whatever it had started is cancelled, and the deadline stops. Before, `send` threw synchronously and left
-      // the call's deadline timer armed (it kept the process alive), and `stream` never settled.
-      failCall(call, lifecycle, error);
-    }
+    // An interceptor that throws instead of reporting `onError` (a bug in it): the call fails with what it threw,
+    // whatever it had started is cancelled, and the deadline stops. Before, `send` threw synchronously and left
+    // the call's deadline timer armed (it kept the process alive), and `stream` never settled.
+    dispatchCatching(this.dispatch, call, lifecycle, failCall);
   }
 }
 

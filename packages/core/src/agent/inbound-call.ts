@@ -11,7 +11,7 @@ import type { CallContext, HandlerEntry, TunnelHandler } from './handlers.js';
 import type { ByteBudget } from './byte-budget.js';
 import { InboundContext } from './inbound-context.js';
 import { IncomingItems } from './inbound-duplex.js';
-import type { CallControl, CallHandler, CallInfo, Dispatch } from './interceptor.js';
+import { dispatchCatching, type CallControl, type CallHandler, type CallInfo, type Dispatch } from './interceptor.js';
 
 type Request = Extract<WireMessage, { type: 'request' }>;
 
@@ -84,13 +84,9 @@ function serveFirst(framed: FramedStream, first: WireMessage | undefined, channe
   if (first.mode === 'tunnel' || !deps.dispatch) return call.serve(call.reply);
   // Interceptors may wait (rate limits): the caller's cancel and the deadline are watched from now on.
   call.armWatchers();
-  try {
-    deps.dispatch(call, call.reply);
-  } catch (error) {
-    // An interceptor that throws fails its call as a throwing handler does. Not further: this runs where the
-    // transport hands over the stream (a WebSocket's message event), whose reader must not see our exceptions.
-    call.handlerFailed(error, call.reply);
-  }
+  // An interceptor that throws fails its call as a throwing handler does. Not further: this runs where the
+  // transport hands over the stream (a WebSocket's message event), whose reader must not see our exceptions.
+  dispatchCatching(deps.dispatch, call, call.reply, failServedCall);
 }
 
 /** Waits for the stream's request, within `requestTimeoutMs` (then the stream is refused and reset). */

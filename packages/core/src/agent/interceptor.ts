@@ -67,18 +67,41 @@ export type Dispatch = (call: CallInfo, handler: CallHandler) => void;
  */
 export type Interceptor = (dispatch: Dispatch) => Dispatch;
 
+/** What an interceptor threw: the call fails with it (outbound, its attempt cancelled; inbound, as a throwing handler). */
+export type FailCall = (call: CallInfo, handler: CallHandler, error: unknown) => void;
+
+/** The call whose chain runs synchronously from `dispatchCatching` right now: its throws go up to that catch. */
+let dispatching: CallInfo | undefined;
+
 /**
- * Hands `interceptor` a `next` that turns a throw of the interceptors after it into `fail` (the call fails with
- * it): an interceptor that dispatches later (a rate limit's wait, a retry's backoff) calls `next` from a timer,
- * where a throw would escape as an uncaught exception (ending the process) and the call would never settle. The
- * agent's own catch around the chain covers the first interceptor.
+ * Runs `dispatch` for a call (the agent starting an outbound call, or serving an inbound one) and turns a throw of
+ * an interceptor (a bug in it) into `fail`, instead of an exception in the caller's code or a transport's reader.
  */
-export function failingItsCall(interceptor: Interceptor, fail: (call: CallInfo, handler: CallHandler, error: unknown) => void): Interceptor {
+export function dispatchCatching(dispatch: Dispatch, call: CallInfo, handler: CallHandler, fail: FailCall): void {
+  const outer = dispatching;
+  dispatching = call;
+  try {
+    dispatch(call, handler);
+  } catch (error) {
+    fail(call, handler, error);
+  } finally {
+    dispatching = outer;
+  }
+}
+
+/**
+ * Hands `interceptor` a `next` that turns a throw of the interceptors after it into `fail` when `next` was called
+ * later (a rate limit's wait, a retry's backoff: from a timer, where the throw would escape as an uncaught
+ * exception, ending the process, and the call would never settle). Called while the agent dispatches the call, the
+ * throw goes on up to `dispatchCatching`, which fails the call once, at its outermost handler.
+ */
+export function failingItsCall(interceptor: Interceptor, fail: FailCall): Interceptor {
   return (next) =>
     interceptor((call, handler) => {
       try {
         next(call, handler);
       } catch (error) {
+        if (call === dispatching) throw error;
         fail(call, handler, error);
       }
     });

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { TokenBucket } from '@agentlink/core';
 import { addressGroup, DEFAULT_LISTENER_LIMITS } from '@agentlink/core/transport';
 
@@ -27,12 +28,16 @@ export class PerIpRate {
   }
 }
 
-/** The IP part of `ip:port` or `[v6]:port`. */
+/**
+ * The IP part of `ip:port` or `[v6]:port`. An IPv6 ip may come without brackets (ws and HTTP/2 write a channel's
+ * address as `${socket.remoteAddress}:${socket.remotePort}`): the port is what follows the last colon.
+ */
 export function ipOf(remoteAddress: string): string {
   const v6 = /^\[(.*)\]:\d+$/.exec(remoteAddress);
   if (v6) return v6[1]!;
   const colon = remoteAddress.lastIndexOf(':');
-  return colon > 0 && remoteAddress.indexOf(':') === colon ? remoteAddress.slice(0, colon) : remoteAddress;
+  const ip = remoteAddress.slice(0, colon);
+  return colon > 0 && /^\d+$/.test(remoteAddress.slice(colon + 1)) && isIP(ip) !== 0 ? ip : remoteAddress;
 }
 
 /**

@@ -310,6 +310,32 @@ describe('channel choice', () => {
     expect(seen).toEqual(['interceptor bug after next']);
   });
 
+  it('an async interceptor that rejects fails its call, outbound and inbound, not the process', async () => {
+    const network = new Map<string, ListenContext>();
+    // Async interceptors type-check as a Dispatch; a rejection was unhandled (the process ends) and the call hung.
+    const checking: Interceptor = (next) => async (call, handler) => {
+      await Promise.resolve();
+      if (call.method === 'refused') throw new AgentError('PERMISSION_DENIED', `no ${call.method} for you`);
+      if (call.method === 'buggy') throw new Error('async interceptor bug');
+      next(call, handler);
+    };
+    const tap: Interceptor = (next) => (call, handler) => next(call, handler);
+    const server = await createAgent({ channels: [memoryTransport(network, 'server')], inboundInterceptors: [tap, checking] });
+    for (const method of ['add', 'refused', 'buggy']) server.handle(method, ({ a, b }: { a: number; b: number }) => a + b);
+    const client = await createAgent({ channels: [memoryTransport(network)], interceptors: [checking] });
+    const plain = await createAgent({ channels: [memoryTransport(network)] });
+    agents.push(server, client, plain);
+    const address = server.addresses[0]!;
+    const outcome = (call: Promise<unknown>) => call.then((value) => value, (error: AgentError) => [error.code, error.message]);
+    // Outbound: the deadline (1 s) is what ended these calls before, if the process lived that long.
+    expect(await outcome(client.send(address, 'refused', { a: 1, b: 2 }, { timeoutMs: 1000 }))).toEqual(['PERMISSION_DENIED', 'no refused for you']);
+    expect(await outcome(client.send(address, 'buggy', { a: 1, b: 2 }, { timeoutMs: 1000 }))).toEqual(['UNKNOWN', 'async interceptor bug']);
+    // Inbound, behind another interceptor: the caller hears why.
+    expect(await outcome(plain.send(address, 'refused', { a: 1, b: 2 }, { timeoutMs: 1000 }))).toEqual(['PERMISSION_DENIED', 'no refused for you']);
+    expect(await outcome(plain.send(address, 'buggy', { a: 1, b: 2 }, { timeoutMs: 1000 }))).toEqual(['HANDLER_ERROR', 'async interceptor bug']);
+    expect(await plain.send(address, 'add', { a: 1, b: 2 })).toBe(3);
+  });
+
   it('an inbound interceptor that throws when a rate limit before it lets the call through later fails that call, not the server', async () => {
     const network = new Map<string, ListenContext>();
     let calls = 0;

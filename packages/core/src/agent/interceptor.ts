@@ -75,13 +75,15 @@ let dispatching: CallInfo | undefined;
 
 /**
  * Runs `dispatch` for a call (the agent starting an outbound call, or serving an inbound one) and turns a throw of
- * an interceptor (a bug in it) into `fail`, instead of an exception in the caller's code or a transport's reader.
+ * an interceptor (a bug in it) into `fail`, instead of an exception in the caller's code or a transport's reader;
+ * and so a rejection of an async one (`async (call, handler) => { await check(call); next(call, handler); }`
+ * type-checks as a Dispatch), which was an unhandled rejection, ending the process, with the call never settled.
  */
 export function dispatchCatching(dispatch: Dispatch, call: CallInfo, handler: CallHandler, fail: FailCall): void {
   const outer = dispatching;
   dispatching = call;
   try {
-    dispatch(call, handler);
+    failOnRejection(dispatch(call, handler), call, handler, fail);
   } catch (error) {
     fail(call, handler, error);
   } finally {
@@ -99,12 +101,19 @@ export function failingItsCall(interceptor: Interceptor, fail: FailCall): Interc
   return (next) =>
     interceptor((call, handler) => {
       try {
-        next(call, handler);
+        failOnRejection(next(call, handler), call, handler, fail);
       } catch (error) {
         if (call === dispatching) throw error;
         fail(call, handler, error);
       }
     });
+}
+
+/** What an interceptor returned: a promise (an async interceptor, which `Dispatch` allows) fails the call if it rejects. */
+function failOnRejection(returned: unknown, call: CallInfo, handler: CallHandler, fail: FailCall): void {
+  if (typeof (returned as PromiseLike<unknown> | undefined)?.then === 'function') {
+    (returned as PromiseLike<unknown>).then(undefined, (error: unknown) => fail(call, handler, error));
+  }
 }
 
 /** Builds the dispatch chain: `interceptors[0]` outermost, `terminal` (the network) innermost. */

@@ -23,7 +23,7 @@ export class RawWebSocket {
       port: Number(url.port),
       secureContext: secureContextOf(selfSignedCertificate(identity)),
       rejectUnauthorized: false,
-      localAddress: options.localAddress,
+      ...(options.localAddress === undefined ? {} : { localAddress: options.localAddress }),
     });
     socket.on('error', () => undefined); // the server may reset us; 'close' follows
     await once(socket, 'secureConnect');

@@ -1,7 +1,12 @@
 import { Identity } from '@agentlink/core';
-import { describe, expect, it } from 'vitest';
+import type { ChannelStream } from '@agentlink/core/transport';
+import { signRecord } from '@agentlink/nat';
+import { afterEach, describe, expect, it } from 'vitest';
 import { DEFAULT_CONFIG } from '../src/config.js';
 import { RelayPacers } from '../src/relay.js';
+import { cleanup, recordOf, rendezvous, wsClient } from './helpers.js';
+
+afterEach(cleanup);
 
 const MiB = 1024 * 1024;
 
@@ -46,5 +51,52 @@ describe("the relay's bandwidth", () => {
     expect(relay.size).toBe(2);
     b.release();
     expect(relay.size).toBe(0);
+  });
+});
+
+describe("the relay's bandwidth through real relays", () => {
+  it("one address's second relay waits for the address's rate; another address's relay does not", async () => {
+    // 64 KiB a second per address; per agent far more, so only the address's pacer can hold anything back.
+    const r = await rendezvous({ relayBytesPerSecondPerIp: 64 * 1024, relayBytesPerSecond: 64 * MiB });
+    // The target: takes every relay and counts what arrives on each, by the caller that opened it.
+    const target = await wsClient('127.0.0.1');
+    await target.send(r.address, 'rdv.register', signRecord(target.identity, recordOf(target.identity)));
+    const arrived = new Map<string, { bytes: number; done: Promise<number> }>();
+    target.handleTunnel('nat.relay', ({ from }: { from: string }) => ({
+      accept: true,
+      onOpen: (stream: ChannelStream) => {
+        let bytes = 0;
+        const done = (async () => {
+          for (let chunk = await stream.read(); chunk; chunk = await stream.read()) {
+            bytes += chunk.length;
+            if (bytes >= 64 * 1024) return performance.now();
+          }
+          return Number.NaN;
+        })();
+        arrived.set(from, { get bytes() { return bytes; }, done });
+      },
+    }));
+    const callers = await Promise.all(
+      ['127.0.0.3', '127.0.0.3', '127.0.0.4'].map(async (ip) => {
+        const caller = await wsClient(ip);
+        await caller.send(r.address, 'rdv.register', signRecord(caller.identity, recordOf(caller.identity)));
+        const { stream } = await caller.openTunnel(r.address, 'rdv.relay', { target: target.id }, { timeoutMs: 5000 });
+        return { caller, stream };
+      }),
+    );
+    const [a, b, c] = callers as [(typeof callers)[0], (typeof callers)[0], (typeof callers)[0]];
+    const started = performance.now();
+    // 64 KiB each: the first uses 127.0.0.3's second of burst, the second must wait a second for its rate (before
+    // 2026-11-24 it went at once, at its own key's rate); 127.0.0.4's goes at once.
+    for (const { stream } of [a, b, c]) await stream.write(Buffer.alloc(64 * 1024, 0x61));
+    const until = async (id: string): Promise<number> => {
+      while (!arrived.has(id)) await new Promise((resolve) => setImmediate(resolve));
+      return (await arrived.get(id)!.done) - started;
+    };
+    const [first, second, other] = await Promise.all([until(a.caller.id), until(b.caller.id), until(c.caller.id)]);
+    // The pacer waits at least (64 KiB over the burst) / 64 KiB/s = 1 s (less a timer's rounding).
+    expect(second).toBeGreaterThanOrEqual(900);
+    expect(first).toBeLessThan(second);
+    expect(other).toBeLessThan(second);
   });
 });

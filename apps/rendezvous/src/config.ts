@@ -33,6 +33,13 @@ export interface RendezvousConfig {
    * verify a record and dial, and the per-IP rate alone let every stranger's address add 200 a second.
    */
   punchesPerSecondPerTarget: number;
+  /**
+   * Of those, what one IP (IPv6: one /64) may ask for towards one agent (default 2; burst 2×), checked first: before
+   * it, one address with fresh keys used up an agent's whole rate, and nobody else's punch reached it. An honest
+   * agent asks once per attempt and once per 10 s while relayed (`upgradeIntervalMs`), so 2 a second lets twenty
+   * agents behind one NAT retry towards one agent at once; ten addresses are needed to use up the default 20/s.
+   */
+  punchesPerSecondPerTargetPerIp: number;
   /** Relays one agent may have open (default 8). */
   maxRelaysPerAgent: number;
   /**
@@ -40,12 +47,23 @@ export interface RendezvousConfig {
    * relay at one agent, whose control channel carries them all (1,024 streams at most).
    */
   maxRelaysPerTarget: number;
+  /**
+   * Of those, relays opened from one IP (IPv6: one /64) towards one agent (default 16): two addresses with fresh keys
+   * could otherwise hold all 128 (alive with a byte a minute) and deny the agent every relay; now eight are needed.
+   * An agent opens one relay per peer, so sixteen agents behind one NAT can be relayed to one agent at once.
+   */
+  maxRelaysPerTargetPerIp: number;
   /** Relays opened from one IP (default 100): with free keys, one address could otherwise take every relay. */
   maxRelaysPerIp: number;
   /** Relays in all (default 1,000). */
   maxRelays: number;
   /** Relay bandwidth per agent, bytes per second (default 8 MiB/s). */
   relayBytesPerSecond: number;
+  /**
+   * Relay bandwidth per IP (IPv6: per /64), all its agents' relays together, bytes per second (default 32 MiB/s, four
+   * agents' worth): keys are free, so per agent alone one address with 100 keys had 800 MiB/s.
+   */
+  relayBytesPerSecondPerIp: number;
   /** A relay with no bytes either way for this long is closed (default 60 s). */
   relayIdleMs: number;
   /** STUN datagrams one IP may send per second to both STUN ports together, sustained (default 50; burst 2×). */
@@ -80,11 +98,14 @@ export const DEFAULT_CONFIG: RendezvousConfig = {
   registrationsPerSecondPerIp: 20,
   requestsPerSecondPerIp: 200,
   punchesPerSecondPerTarget: 20,
+  punchesPerSecondPerTargetPerIp: 2,
   maxRelaysPerAgent: 8,
   maxRelaysPerTarget: 128,
+  maxRelaysPerTargetPerIp: 16,
   maxRelaysPerIp: 100,
   maxRelays: 1000,
   relayBytesPerSecond: 8 * 1024 * 1024,
+  relayBytesPerSecondPerIp: 32 * 1024 * 1024,
   relayIdleMs: 60_000,
   stunRequestsPerSecondPerIp: 50,
   // Every registered agent holds its control connection: room for all registrations (in all and per IP), beyond an
@@ -105,11 +126,14 @@ const POSITIVE_INTEGERS = [
   'registrationsPerSecondPerIp',
   'requestsPerSecondPerIp',
   'punchesPerSecondPerTarget',
+  'punchesPerSecondPerTargetPerIp',
   'maxRelaysPerAgent',
   'maxRelaysPerTarget',
+  'maxRelaysPerTargetPerIp',
   'maxRelaysPerIp',
   'maxRelays',
   'relayBytesPerSecond',
+  'relayBytesPerSecondPerIp',
   'relayIdleMs',
   'stunRequestsPerSecondPerIp',
 ] as const satisfies readonly (keyof RendezvousConfig)[];
@@ -173,6 +197,7 @@ export function configFrom(argv: string[], env: NodeJS.ProcessEnv): RendezvousCo
         'key-file': { type: 'string' },
         'max-registrations': { type: 'string' },
         'relay-bytes-per-second': { type: 'string' },
+        'relay-bytes-per-second-per-ip': { type: 'string' },
         'stun-requests-per-second': { type: 'string' },
         'allow-agents': { type: 'string' },
         'redis-url': { type: 'string' },
@@ -186,10 +211,10 @@ export function configFrom(argv: string[], env: NodeJS.ProcessEnv): RendezvousCo
   if (values.help) {
     console.log(`agentlink-rendezvous [--host 0.0.0.0] [--port 4433] [--stun-ports 3478,3479] [--http-port 9090]
   [--public-host name] [--key-file rendezvous.key] [--max-registrations 100000] [--relay-bytes-per-second 8388608]
-  [--stun-requests-per-second 50] [--allow-agents agents.txt] [--redis-url redis://host:6379] [--redis-prefix agentlink:]
+  [--relay-bytes-per-second-per-ip 33554432] [--stun-requests-per-second 50] [--allow-agents agents.txt] [--redis-url redis://host:6379] [--redis-prefix agentlink:]
 Environment: RENDEZVOUS_HOST, RENDEZVOUS_PORT, RENDEZVOUS_STUN_PORTS, RENDEZVOUS_HTTP_PORT, RENDEZVOUS_PUBLIC_HOST,
   RENDEZVOUS_KEY_FILE, RENDEZVOUS_MAX_REGISTRATIONS, RENDEZVOUS_RELAY_BYTES_PER_SECOND,
-  RENDEZVOUS_STUN_REQUESTS_PER_SECOND, RENDEZVOUS_ALLOW_AGENTS, RENDEZVOUS_REDIS_URL, RENDEZVOUS_REDIS_PREFIX
+  RENDEZVOUS_RELAY_BYTES_PER_SECOND_PER_IP, RENDEZVOUS_STUN_REQUESTS_PER_SECOND, RENDEZVOUS_ALLOW_AGENTS, RENDEZVOUS_REDIS_URL, RENDEZVOUS_REDIS_PREFIX
 --allow-agents names a file of AgentIds, one a line (# comments); only those agents may use the rendezvous.
 --redis-url keeps the registry in Valkey/Redis, shared by every instance with the same URL (default: in memory).`);
     process.exit(0);
@@ -227,6 +252,7 @@ Environment: RENDEZVOUS_HOST, RENDEZVOUS_PORT, RENDEZVOUS_STUN_PORTS, RENDEZVOUS
     keyFile: pick('key-file', 'KEY_FILE')?.text,
     maxRegistrations: int('max-registrations', 'MAX_REGISTRATIONS', DEFAULT_CONFIG.maxRegistrations),
     relayBytesPerSecond: int('relay-bytes-per-second', 'RELAY_BYTES_PER_SECOND', DEFAULT_CONFIG.relayBytesPerSecond),
+    relayBytesPerSecondPerIp: int('relay-bytes-per-second-per-ip', 'RELAY_BYTES_PER_SECOND_PER_IP', DEFAULT_CONFIG.relayBytesPerSecondPerIp),
     stunRequestsPerSecondPerIp: int('stun-requests-per-second', 'STUN_REQUESTS_PER_SECOND', DEFAULT_CONFIG.stunRequestsPerSecondPerIp),
     allowAgents: allowFile === undefined ? undefined : readAllowList(allowFile.text),
     redisUrl: pick('redis-url', 'REDIS_URL')?.text,

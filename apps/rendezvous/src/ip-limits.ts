@@ -16,7 +16,7 @@ export class PerIpRate {
 
   /** Takes one token for `address`'s client; false when its bucket is empty. */
   allow(address: string): boolean {
-    const ip = addressGroup(address, DEFAULT_LISTENER_LIMITS.ipv6PrefixLength);
+    const ip = clientOfIp(address);
     let bucket = this.buckets.get(ip);
     if (!bucket) {
       if (this.buckets.size >= MAX_TRACKED_IPS) this.buckets.delete(this.buckets.keys().next().value!);
@@ -45,5 +45,10 @@ export function ipOf(remoteAddress: string): string {
  * counts connections), since one host holding a /64 could otherwise be 2^64 clients.
  */
 export function clientOf(remoteAddress: string): string {
-  return addressGroup(ipOf(remoteAddress), DEFAULT_LISTENER_LIMITS.ipv6PrefixLength);
+  return clientOfIp(ipOf(remoteAddress));
+}
+
+/** `clientOf` for a bare IP (no port): an IPv4 address, or an IPv6 address's /64 (IPv4-mapped ones as IPv4). */
+export function clientOfIp(ip: string): string {
+  return addressGroup(ip, DEFAULT_LISTENER_LIMITS.ipv6PrefixLength);
 }

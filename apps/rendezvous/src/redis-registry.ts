@@ -1,16 +1,20 @@
 import { isAgentId, type AgentId } from '@agentlink/core';
 import { verifyRecord } from '@agentlink/nat';
+import { clientOfIp } from './ip-limits.js';
 import type { PutOutcome, RegistryLimits, RegistryStore, StoredRecord } from './registry.js';
 import type { RedisConnection } from './redis-connection.js';
 
 /**
  * Stores a registration atomically: the sequence number must grow, and a new agent must fit the limits.
- * KEYS: record hash, zset of all live agents, zset of the IP's agents. ARGV: seq, expiresAt, now, maxRegistrations,
- * maxRegistrationsPerIp, agentId, ip, record bytes, signature, instance, IP-key prefix.
+ * KEYS: record hash, zset of all live agents, zset of the client's agents (its IP, or an IPv6 address's /64:
+ * `clientOfIp`). ARGV: seq, expiresAt, now, maxRegistrations, maxRegistrationsPerIp, agentId, ip, record bytes,
+ * signature, instance, client-key prefix, client. The hash keeps the IP (punches aim there) and the client it was
+ * counted as (`grp`; a record written before 2026-11-24 has none and was counted under its IP).
  * The record's key expires with the record (PEXPIREAT); the zsets are scored by expiry and trimmed as they are read.
  */
 const PUT_SCRIPT = `
-local current = redis.call('HMGET', KEYS[1], 'seq', 'ip')
+local current = redis.call('HMGET', KEYS[1], 'seq', 'grp', 'ip')
+local counted = current[2] or current[3]
 if current[1] then
   if tonumber(current[1]) >= tonumber(ARGV[1]) then return {'replayed', current[1]} end
 else
@@ -19,8 +23,8 @@ else
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[3])
   if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[5]) then return {'per-ip'} end
 end
-if current[2] and current[2] ~= ARGV[7] then redis.call('ZREM', ARGV[11] .. current[2], ARGV[6]) end
-redis.call('HSET', KEYS[1], 'seq', ARGV[1], 'ip', ARGV[7], 'rec', ARGV[8], 'sig', ARGV[9], 'inst', ARGV[10])
+if counted and counted ~= ARGV[12] then redis.call('ZREM', ARGV[11] .. counted, ARGV[6]) end
+redis.call('HSET', KEYS[1], 'seq', ARGV[1], 'ip', ARGV[7], 'grp', ARGV[12], 'rec', ARGV[8], 'sig', ARGV[9], 'inst', ARGV[10])
 redis.call('PEXPIREAT', KEYS[1], ARGV[2])
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[6])
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[6])
@@ -78,9 +82,10 @@ export class RedisRegistry implements RegistryStore {
 
   async put(entry: StoredRecord, limits: RegistryLimits, now = Date.now()): Promise<PutOutcome> {
     const { record, signed, ip } = entry;
+    const client = clientOfIp(ip);
     const reply = await this.redis.script<Buffer[]>(
       PUT_SCRIPT,
-      [this.recordKey(record.agentId), this.allKey(), this.ipKey(ip)],
+      [this.recordKey(record.agentId), this.allKey(), this.clientKey(client)],
       [
         String(record.seq),
         String(record.expiresAt),
@@ -93,6 +98,7 @@ export class RedisRegistry implements RegistryStore {
         Buffer.from(signed.signature),
         entry.instance ?? '',
         `${this.prefix}ip:`,
+        client,
       ],
     );
     const outcome = reply[0]!.toString();
@@ -106,7 +112,7 @@ export class RedisRegistry implements RegistryStore {
   }
 
   async countByIp(ip: string, now = Date.now()): Promise<number> {
-    return Number(await this.redis.script<number>(COUNT_SCRIPT, [this.ipKey(ip)], [String(now)]));
+    return Number(await this.redis.script<number>(COUNT_SCRIPT, [this.clientKey(clientOfIp(ip))], [String(now)]));
   }
 
   /** Redis expires the records itself; this trims the index of live agents (per-IP indexes trim as they are read). */
@@ -126,7 +132,8 @@ export class RedisRegistry implements RegistryStore {
     return `${this.prefix}agents`;
   }
 
-  private ipKey(ip: string): string {
-    return `${this.prefix}ip:${ip}`;
+  /** The zset of a client's live agents (`ip:` and the client, an IPv4 address's zset keeps its old name). */
+  private clientKey(client: string): string {
+    return `${this.prefix}ip:${client}`;
   }
 }

@@ -1,10 +1,14 @@
 import type { AgentId } from '@agentlink/core';
 import type { PeerRecord, SignedRecord } from '@agentlink/nat';
+import { clientOfIp } from './ip-limits.js';
 
 export interface StoredRecord {
   record: PeerRecord;
   signed: SignedRecord;
-  /** The IP that registered it (abuse limits). */
+  /**
+   * The IP that registered it: where punches answered for it aim (`seenAt`), and, as its client (`clientOfIp`: an
+   * IPv6 address's /64), what `maxRegistrationsPerIp` counts.
+   */
   ip: string;
   /**
    * The rendezvous instance that holds the agent's control channel (its AgentId): where punch requests and
@@ -16,6 +20,7 @@ export interface StoredRecord {
 /** The limits a registration is checked against, atomically with storing it. */
 export interface RegistryLimits {
   maxRegistrations: number;
+  /** Live registrations per client: an IPv4 address or an IPv6 /64 (`clientOfIp`), like every per-IP limit. */
   maxRegistrationsPerIp: number;
 }
 
@@ -39,7 +44,7 @@ export interface RegistryStore {
   put(entry: StoredRecord, limits: RegistryLimits, now?: number): Promise<PutOutcome>;
   /** Live records (not expired at `now`). */
   size(now?: number): Promise<number>;
-  /** Live registrations held for `ip`. */
+  /** Live registrations held for `ip`'s client (its /64 for IPv6). */
   countByIp(ip: string, now?: number): Promise<number>;
   /** Drops records expired at `now`; returns how many. */
   sweep(now: number): Promise<number>;
@@ -48,6 +53,7 @@ export interface RegistryStore {
 
 export class MemoryRegistry implements RegistryStore {
   private readonly records = new Map<AgentId, StoredRecord>();
+  /** Live registrations per client (`clientOfIp`). */
   private readonly perIp = new Map<string, number>();
 
   async get(id: AgentId): Promise<StoredRecord | undefined> {
@@ -61,10 +67,11 @@ export class MemoryRegistry implements RegistryStore {
     if (!previous) {
       if (this.records.size >= limits.maxRegistrations) this.sweepNow(now);
       if (this.records.size >= limits.maxRegistrations) return { stored: false, reason: 'full' };
-      if ((this.perIp.get(entry.ip) ?? 0) >= limits.maxRegistrationsPerIp) return { stored: false, reason: 'per-ip' };
+      if ((this.perIp.get(clientOfIp(entry.ip)) ?? 0) >= limits.maxRegistrationsPerIp) return { stored: false, reason: 'per-ip' };
     } else this.uncount(previous.ip);
     this.records.set(entry.record.agentId, entry);
-    this.perIp.set(entry.ip, (this.perIp.get(entry.ip) ?? 0) + 1);
+    const client = clientOfIp(entry.ip);
+    this.perIp.set(client, (this.perIp.get(client) ?? 0) + 1);
     return { stored: true, isNew: previous === undefined };
   }
 
@@ -73,7 +80,7 @@ export class MemoryRegistry implements RegistryStore {
   }
 
   async countByIp(ip: string): Promise<number> {
-    return this.perIp.get(ip) ?? 0;
+    return this.perIp.get(clientOfIp(ip)) ?? 0;
   }
 
   async sweep(now: number): Promise<number> {
@@ -113,8 +120,9 @@ export class MemoryRegistry implements RegistryStore {
   }
 
   private uncount(ip: string): void {
-    const n = (this.perIp.get(ip) ?? 1) - 1;
-    if (n <= 0) this.perIp.delete(ip);
-    else this.perIp.set(ip, n);
+    const client = clientOfIp(ip);
+    const n = (this.perIp.get(client) ?? 1) - 1;
+    if (n <= 0) this.perIp.delete(client);
+    else this.perIp.set(client, n);
   }
 }

@@ -4,24 +4,30 @@ import { type ChannelStream } from '@agentlink/core/transport';
 export interface RelayLimits {
   maxRelaysPerAgent: number;
   maxRelaysPerTarget: number;
+  maxRelaysPerTargetPerIp: number;
   maxRelaysPerIp: number;
   maxRelays: number;
   relayBytesPerSecond: number;
+  relayBytesPerSecondPerIp: number;
   relayIdleMs: number;
 }
 
-/** Paces one agent's relayed bytes to a rate (a token bucket counted in bytes, one second of burst). */
+/** Paces bytes to a rate (a token bucket counted in bytes, one second of burst). */
 class BytePacer {
   private allowance: number;
-  private updatedAt = performance.now();
+  private updatedAt: number;
 
-  constructor(private readonly bytesPerSecond: number) {
+  constructor(
+    private readonly bytesPerSecond: number,
+    private readonly now: () => number,
+  ) {
     this.allowance = bytesPerSecond;
+    this.updatedAt = now();
   }
 
   /** Milliseconds to wait before sending `bytes`. */
   take(bytes: number): number {
-    const now = performance.now();
+    const now = this.now();
     this.allowance = Math.min(this.bytesPerSecond, this.allowance + ((now - this.updatedAt) / 1000) * this.bytesPerSecond);
     this.updatedAt = now;
     this.allowance -= bytes;
@@ -29,18 +35,77 @@ class BytePacer {
   }
 }
 
+/** How one side of a relay is paced: what it sends waits for both its agent's and its client's pacer. */
+export interface PacedSide {
+  /** Milliseconds to wait before sending `bytes` (taken from both pacers). */
+  take(bytes: number): number;
+  /** The relay ended: its pacers are forgotten once no relay uses them. */
+  release(): void;
+}
+
+/**
+ * The byte pacers of the relay: one per agent (`relayBytesPerSecond`) and one per client, its IP or IPv6 /64
+ * (`relayBytesPerSecondPerIp`), each kept while a relay uses it. Keys cost nothing: paced per agent only, one address
+ * with `maxRelaysPerIp` (100) keys had 100 × 8 MiB/s of the relay's bandwidth.
+ */
+export class RelayPacers {
+  private readonly agents = new Map<AgentId, { pacer: BytePacer; users: number }>();
+  private readonly clients = new Map<string, { pacer: BytePacer; users: number }>();
+
+  constructor(
+    private readonly limits: Pick<RelayLimits, 'relayBytesPerSecond' | 'relayBytesPerSecondPerIp'>,
+    private readonly now: () => number = () => performance.now(),
+  ) {}
+
+  /** The pacing of what `agent`, connected from `client`, sends into one relay. */
+  side(agent: AgentId, client: string): PacedSide {
+    const own = this.hold(this.agents, agent, this.limits.relayBytesPerSecond);
+    const shared = this.hold(this.clients, client, this.limits.relayBytesPerSecondPerIp);
+    let released = false;
+    return {
+      take: (bytes) => Math.max(own.pacer.take(bytes), shared.pacer.take(bytes)),
+      release: () => {
+        if (released) return;
+        released = true;
+        this.drop(this.agents, agent);
+        this.drop(this.clients, client);
+      },
+    };
+  }
+
+  /** Pacers held now (agents and clients), for tests. */
+  get size(): number {
+    return this.agents.size + this.clients.size;
+  }
+
+  private hold<K>(map: Map<K, { pacer: BytePacer; users: number }>, key: K, bytesPerSecond: number): { pacer: BytePacer; users: number } {
+    let entry = map.get(key);
+    if (!entry) map.set(key, (entry = { pacer: new BytePacer(bytesPerSecond, this.now), users: 0 }));
+    entry.users++;
+    return entry;
+  }
+
+  private drop<K>(map: Map<K, { pacer: BytePacer; users: number }>, key: K): void {
+    const entry = map.get(key);
+    if (entry && --entry.users <= 0) map.delete(key);
+  }
+}
+
 /** A relay's place in the limits, taken before its tunnel to the target is opened; given back once. */
 export interface RelaySlot {
   readonly caller: AgentId;
   readonly target: AgentId;
-  /** The IP the caller asked from. */
+  /** The caller's client (its IP, or its IPv6 /64: `clientOf`). */
   readonly ip: string;
+  /** The target's client: where its replies into the relay are charged. */
+  readonly targetIp: string;
   release(): void;
 }
 
 /**
  * The relay: pipes bytes between two agents' tunnels without looking at them (they carry TLS end to end).
- * Limits relays per caller, per target, per caller IP and in all, paces each agent's bytes, and closes relays that stay idle.
+ * Limits relays per caller, per target, per target from one caller IP, per caller IP and in all, paces each agent's
+ * and each client's bytes, and closes relays that stay idle.
  *
  * A relay holds its place from the moment it is admitted (before the tunnel to the target is opened, which takes
  * a round trip), so requests that arrive together cannot all pass the check before any of them is counted.
@@ -52,8 +117,12 @@ export class Relays {
   private readonly towards = new Map<AgentId, number>();
   /** Relays opened from each IP: keys cost nothing, addresses do. */
   private readonly fromIp = new Map<string, number>();
-  /** Each agent's byte pacer, kept while it is in a relay (either side). */
-  private readonly pacers = new Map<AgentId, { pacer: BytePacer; relays: number }>();
+  /**
+   * Relays towards each agent from each IP (`target ip`): a few addresses with fresh keys could otherwise hold all
+   * `maxRelaysPerTarget` towards an agent (alive with a byte a minute) and nobody else could be relayed to it.
+   */
+  private readonly towardsFromIp = new Map<string, number>();
+  private readonly pacers: RelayPacers;
   private active = 0;
   bytesRelayed = 0;
 
@@ -61,21 +130,30 @@ export class Relays {
     private readonly limits: RelayLimits,
     /** Sees every relayed chunk (tests assert it is ciphertext). */
     private readonly tap?: (chunk: Uint8Array) => void,
-  ) {}
+  ) {
+    this.pacers = new RelayPacers(limits);
+  }
 
   /** Relays held now (open, or admitted and opening). */
   get count(): number {
     return this.active;
   }
 
-  /** Takes a place for a new relay from `caller` (at `ip`) to `target`; throws RESOURCE_EXHAUSTED when a limit is hit. */
-  admit(caller: AgentId, target: AgentId, ip: string): RelaySlot {
+  /**
+   * Takes a place for a new relay from `caller` (at client `ip`) to `target` (at client `targetIp`); throws
+   * RESOURCE_EXHAUSTED when a limit is hit.
+   */
+  admit(caller: AgentId, target: AgentId, ip: string, targetIp: string): RelaySlot {
+    const pair = `${target} ${ip}`;
     if (this.active >= this.limits.maxRelays) throw new AgentError('RESOURCE_EXHAUSTED', `relay full (${this.limits.maxRelays} relays)`);
     if ((this.opened.get(caller) ?? 0) >= this.limits.maxRelaysPerAgent) {
       throw new AgentError('RESOURCE_EXHAUSTED', `at most ${this.limits.maxRelaysPerAgent} relays per agent`);
     }
     if ((this.towards.get(target) ?? 0) >= this.limits.maxRelaysPerTarget) {
       throw new AgentError('RESOURCE_EXHAUSTED', `at most ${this.limits.maxRelaysPerTarget} relays towards one agent`);
+    }
+    if ((this.towardsFromIp.get(pair) ?? 0) >= this.limits.maxRelaysPerTargetPerIp) {
+      throw new AgentError('RESOURCE_EXHAUSTED', `at most ${this.limits.maxRelaysPerTargetPerIp} relays towards one agent from one address`);
     }
     if ((this.fromIp.get(ip) ?? 0) >= this.limits.maxRelaysPerIp) {
       throw new AgentError('RESOURCE_EXHAUSTED', `at most ${this.limits.maxRelaysPerIp} relays from one address`);
@@ -84,11 +162,13 @@ export class Relays {
     add(this.opened, caller, 1);
     add(this.towards, target, 1);
     add(this.fromIp, ip, 1);
+    add(this.towardsFromIp, pair, 1);
     let released = false;
     return {
       caller,
       target,
       ip,
+      targetIp,
       release: () => {
         if (released) return;
         released = true;
@@ -96,6 +176,7 @@ export class Relays {
         add(this.opened, caller, -1);
         add(this.towards, target, -1);
         add(this.fromIp, ip, -1);
+        add(this.towardsFromIp, pair, -1);
       },
     };
   }
@@ -116,7 +197,7 @@ export class Relays {
       if (Date.now() - lastActivity >= this.limits.relayIdleMs) close(new AgentError('DEADLINE_EXCEEDED', `relay idle for ${this.limits.relayIdleMs} ms`));
     }, Math.min(5000, this.limits.relayIdleMs / 2));
     idleCheck.unref();
-    const pump = async (from: ChannelStream, to: ChannelStream, pacer: BytePacer): Promise<void> => {
+    const pump = async (from: ChannelStream, to: ChannelStream, pacer: PacedSide): Promise<void> => {
       for (let chunk = await from.read(); chunk; chunk = await from.read()) {
         lastActivity = Date.now();
         this.tap?.(chunk);
@@ -127,24 +208,15 @@ export class Relays {
       }
       await to.end();
     };
-    const both = [pump(a, b, this.pacer(caller)), pump(b, a, this.pacer(target))].map((p) => p.catch((error: unknown) => close(toAgentError(error, 'UNAVAILABLE'))));
+    // Each side's bytes are charged to its agent and to its client (the caller's IP, the target's).
+    const sides = [this.pacers.side(caller, slot.ip), this.pacers.side(target, slot.targetIp)] as const;
+    const both = [pump(a, b, sides[0]), pump(b, a, sides[1])].map((p) => p.catch((error: unknown) => close(toAgentError(error, 'UNAVAILABLE'))));
     void Promise.all(both).finally(() => {
       clearInterval(idleCheck);
       closed = true;
       slot.release();
-      for (const id of [caller, target]) {
-        const entry = this.pacers.get(id);
-        if (entry && --entry.relays <= 0) this.pacers.delete(id);
-      }
+      for (const side of sides) side.release();
     });
-  }
-
-  /** `id`'s pacer, counted once more as in use (one per side of each relay it is in). */
-  private pacer(id: AgentId): BytePacer {
-    let entry = this.pacers.get(id);
-    if (!entry) this.pacers.set(id, (entry = { pacer: new BytePacer(this.limits.relayBytesPerSecond), relays: 0 }));
-    entry.relays++;
-    return entry.pacer;
   }
 }
 

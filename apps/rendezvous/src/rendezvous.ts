@@ -4,7 +4,7 @@ import type { ChannelStream } from '@agentlink/core/transport';
 import { verifyRecord, type SignedRecord } from '@agentlink/nat';
 import { webSocket } from '@agentlink/ws';
 import { DEFAULT_CONFIG, checkConfig, listenerLimits, type RendezvousConfig } from './config.js';
-import { PerIpRate, clientOf, ipOf } from './ip-limits.js';
+import { PerIpRate, clientOf, clientOfIp, ipOf } from './ip-limits.js';
 import { silentLogger, type Logger } from './log.js';
 import { ClusterBus, type ClusterRequest } from './cluster-bus.js';
 import { connectRedis, type RedisConnection } from './redis-connection.js';
@@ -79,6 +79,8 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
   const requestRate = new PerIpRate(config.requestsPerSecondPerIp);
   // Keyed by the target's AgentId rather than an IP: a token bucket per key all the same.
   const punchRate = new PerIpRate(config.punchesPerSecondPerTarget);
+  // Keyed by target and asking client (`<AgentId> <client>`): each address's share of one target's rate.
+  const punchShare = new PerIpRate(config.punchesPerSecondPerTargetPerIp);
 
   let agent: Agent;
   try {
@@ -193,6 +195,10 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     limitRequests(ctx);
     const theirs = await lookup(target);
     const ours = await lookup(ctx.peer);
+    // The asker's share first: a refused one takes nothing from the target's rate, which others then still get.
+    if (!punchShare.allow(`${target} ${clientOf(ctx.remoteAddress)}`)) {
+      refuse('target-ip-rate', new AgentError('RESOURCE_EXHAUSTED', 'too many punch requests towards that agent from your address'));
+    }
     if (!punchRate.allow(target)) refuse('target-rate', new AgentError('RESOURCE_EXHAUSTED', 'too many punch requests towards that agent'));
     metrics.punches++;
     const other = elsewhere(theirs);
@@ -208,11 +214,12 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     limitRequests(ctx);
     await lookup(ctx.peer);
     // The caller asks rdv.route first: a relay is opened at the instance holding the target's control channel.
-    if (elsewhere(await lookup(target))) throw new AgentError('UNAVAILABLE', `${target} is connected to another rendezvous instance: ask rdv.route`);
+    const theirs = await lookup(target);
+    if (elsewhere(theirs)) throw new AgentError('UNAVAILABLE', `${target} is connected to another rendezvous instance: ask rdv.route`);
     // The relay holds its place from here: callers that ask together cannot all pass before one of them is counted.
     let slot: RelaySlot;
     try {
-      slot = relays.admit(ctx.peer, target, clientOf(ctx.remoteAddress));
+      slot = relays.admit(ctx.peer, target, clientOf(ctx.remoteAddress), clientOfIp(theirs.ip));
     } catch (error) {
       return refuse('relay-limit', error as AgentError);
     }

@@ -37,7 +37,8 @@ describe('punch requests as an amplifier', () => {
 
 describe('punch requests towards one agent', () => {
   it('are forwarded at punchesPerSecondPerTarget, however many addresses ask', async () => {
-    const r = await rendezvous({ punchesPerSecondPerTarget: 5 });
+    // Each address's share of the target's rate lifted above its 40 asks: this is about the rate in all.
+    const r = await rendezvous({ punchesPerSecondPerTarget: 5, punchesPerSecondPerTargetPerIp: 40 });
     const served = new CallMetrics();
     const victim = await reachableAgent(r, {}, { inboundInterceptors: [served.inboundInterceptor] });
     // Three addresses, each well within its own request rate (200/s, burst 400), 40 punches each at once.
@@ -57,5 +58,28 @@ describe('punch requests towards one agent', () => {
     expect(outcomes.flat().filter((x) => x === 'RESOURCE_EXHAUSTED')).toHaveLength(120 - forwarded);
     expect(served.snapshot().served.methods['nat.punch']?.count).toBe(forwarded);
     expect(r.metrics.rejectedCount('target-rate')).toBe(120 - forwarded);
+  });
+});
+
+describe('punch requests towards one agent from one address', () => {
+  it("take at most punchesPerSecondPerTargetPerIp of the agent's rate: one address cannot use it all up", async () => {
+    const r = await rendezvous({ punchesPerSecondPerTarget: 5, punchesPerSecondPerTargetPerIp: 1 });
+    const served = new CallMetrics();
+    const victim = await reachableAgent(r, {}, { inboundInterceptors: [served.inboundInterceptor] });
+    const honest = await wsClient('127.0.0.1');
+    await honest.send(r.address, 'rdv.register', signRecord(honest.identity, recordOf(honest.identity, { candidates: ['quic://127.0.0.1:9'] })));
+    const stranger = await wsClient('127.0.0.3');
+    await stranger.send(r.address, 'rdv.register', signRecord(stranger.identity, recordOf(stranger.identity, { candidates: ['quic://127.0.0.3:9'] })));
+    const started = performance.now();
+    const outcomes = await Promise.all(Array.from({ length: 40 }, () => stranger.send(r.address, 'rdv.punch', { target: victim.agent.id }).then(() => 'ok', (e: AgentError) => e.code)));
+    const seconds = (performance.now() - started) / 1000;
+    const forwarded = outcomes.filter((x) => x === 'ok').length;
+    // Its share's burst (2 × 1) and what refilled while they arrived; before 2026-11-24 it took the agent's whole
+    // burst (10), and an honest peer's punch right after was refused.
+    expect(forwarded).toBeGreaterThanOrEqual(2);
+    expect(forwarded).toBeLessThanOrEqual(2 + Math.ceil(seconds));
+    expect(r.metrics.rejectedCount('target-ip-rate')).toBe(40 - forwarded);
+    expect(await honest.send(r.address, 'rdv.punch', { target: victim.agent.id }).then(() => 'ok', (e: AgentError) => e.code)).toBe('ok');
+    expect(served.snapshot().served.methods['nat.punch']?.count).toBe(forwarded + 1);
   });
 });

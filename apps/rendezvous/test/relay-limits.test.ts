@@ -177,3 +177,37 @@ describe('relays from one address', () => {
     expect((await r.health()).relays).toBe(4);
   });
 });
+
+/** A stranger with a fresh key connecting from `ip` (every 127.0.0.0/8 address stands for another host), registered. */
+async function strangerAt(r: Awaited<ReturnType<typeof rendezvous>>, ip: string) {
+  const stranger = await wsClient(ip);
+  await stranger.send(r.address, 'rdv.register', signRecord(stranger.identity, recordOf(stranger.identity)));
+  return stranger;
+}
+
+describe('relays towards one agent from a few addresses', () => {
+  it('each address gets at most maxRelaysPerTargetPerIp of them: two addresses cannot hold them all and deny the agent', async () => {
+    const r = await rendezvous({ maxRelaysPerTarget: 8, maxRelaysPerTargetPerIp: 2 });
+    const victim = await reachableAgent(r);
+    const other = await reachableAgent(r);
+    // Four fresh keys at each of two addresses, one relay each towards the victim: before 2026-11-24 all eight
+    // opened (every relay towards the victim), kept alive by a byte a minute, and nobody else was relayed to it.
+    const strangers = await Promise.all(['127.0.0.3', '127.0.0.4'].flatMap((ip) => [0, 1, 2, 3].map(() => strangerAt(r, ip))));
+    const opened = await Promise.all(
+      strangers.map((s) =>
+        s.openTunnel(r.address, 'rdv.relay', { target: victim.agent.id }, { timeoutMs: 5000 }).then(
+          () => 'open',
+          (e: AgentError) => e.message,
+        ),
+      ),
+    );
+    expect(opened.filter((x) => x === 'open')).toHaveLength(4);
+    expect(opened).toContain('at most 2 relays towards one agent from one address');
+    expect(r.metrics.rejectedCount('relay-limit')).toBe(4);
+    // An agent at another address is still relayed to the victim, and those addresses to other agents.
+    const honest = await registeredStranger(r);
+    await honest.openTunnel(r.address, 'rdv.relay', { target: victim.agent.id }, { timeoutMs: 5000 });
+    await strangers[0]!.openTunnel(r.address, 'rdv.relay', { target: other.agent.id }, { timeoutMs: 5000 });
+    expect((await r.health()).relays).toBe(6);
+  });
+});

@@ -85,6 +85,27 @@ export function registryStoreConformance(name: string, open: () => Promise<Store
       expect(await pair.store.countByIp('192.0.2.4')).toBe(1);
     });
 
+    it('counts an IPv6 client per /64, as every other per-IP limit (one host usually holds a whole /64)', async () => {
+      const limits = { maxRegistrations: 10, maxRegistrationsPerIp: 2 };
+      const [a, b, c, d] = [Identity.generate(), Identity.generate(), Identity.generate(), Identity.generate()];
+      expect(await pair.store.put(entry(a, {}, '2001:db8:1:2::1'), limits)).toMatchObject({ stored: true });
+      expect(await pair.store.put(entry(b, {}, '2001:db8:1:2:ffff::9'), limits)).toMatchObject({ stored: true });
+      // A third address of the same /64 is the same client: until 2026-11-24 each address had its own 1,000.
+      expect(await pair.twin.put(entry(c, {}, '2001:db8:1:2:abcd::3'), limits)).toEqual({ stored: false, reason: 'per-ip' });
+      expect(await pair.store.countByIp('2001:db8:1:2::77')).toBe(2);
+      // The next /64 is another client; the record keeps the address it registered from (punches aim there).
+      expect(await pair.twin.put(entry(c, {}, '2001:db8:1:3::1'), limits)).toMatchObject({ stored: true });
+      expect((await pair.store.get(c.id))?.ip).toBe('2001:db8:1:3::1');
+      // An agent that moves within its /64 stays counted once; one that leaves it frees a place there.
+      expect(await pair.store.put(entry(a, { seq: 2 }, '2001:db8:1:2::5'), limits)).toEqual({ stored: true, isNew: false });
+      expect(await pair.store.countByIp('2001:db8:1:2::1')).toBe(2);
+      expect(await pair.store.put(entry(b, { seq: 2 }, '192.0.2.4'), limits)).toEqual({ stored: true, isNew: false });
+      expect(await pair.store.countByIp('2001:db8:1:2::1')).toBe(1);
+      expect(await pair.twin.put(entry(d, {}, '2001:db8:1:2::d'), limits)).toMatchObject({ stored: true });
+      // An IPv4-mapped address counts as its IPv4 address.
+      expect(await pair.store.countByIp('::ffff:192.0.2.4')).toBe(1);
+    });
+
     it('a record is gone when it expires: not served, not counted, and its room is free again', async () => {
       const limits = { maxRegistrations: 1, maxRegistrationsPerIp: 1 };
       const [short, next] = [Identity.generate(), Identity.generate()];

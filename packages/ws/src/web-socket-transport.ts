@@ -13,6 +13,7 @@ import {
   type ListenContext,
   type Listener,
   type MuxOptions,
+  MUX_HEADER_BYTES,
 } from '@agentlink/core/transport';
 import { WebSocket, WebSocketServer, type ClientOptions } from 'ws';
 import { channelOverWebSocket } from './web-socket-pipe.js';
@@ -24,7 +25,11 @@ export interface WebSocketOptions {
   host?: string;
   /** URL path of the endpoint (default /agentlink). */
   path?: string;
-  /** Largest WebSocket message accepted; mux frames are at most `mux.maxChunk` + 5 bytes (default 1 MiB). */
+  /**
+   * Largest WebSocket message accepted (default: the largest mux frame, 5 + 64 KiB, or 5 + `mux.maxChunk` if that
+   * is larger; see `LARGEST_AGENTLINK_MESSAGE`). ws holds an unfinished message below the mux, outside core's
+   * inbound budgets, so this is what every connection may make the listener hold that way (docs/security.md).
+   */
   maxPayload?: number;
   /** Per-stream flow control of the multiplexer. */
   mux?: MuxOptions;
@@ -41,7 +46,17 @@ export interface WebSocketOptions {
 }
 
 const DEFAULT_PATH = '/agentlink';
-const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+/** The largest DATA body of the protocol (docs/protocol.md; core's default `mux.maxChunk`). */
+const PROTOCOL_MAX_CHUNK = 64 * 1024;
+/**
+ * The largest WebSocket message an agentlink peer sends: each message is one mux frame, sent unfragmented (the
+ * turn batch corks the socket, it never joins frames into one message), and the largest frame is a DATA or OPEN
+ * frame of `maxChunk` bytes (GOAWAY's text is cut at 512 characters; other frames are 9 bytes at most). Every byte
+ * of an unfinished message is held by ws below the mux, where core's inbound budgets do not see it: with ws's
+ * maxPayload at 1 MiB (until 2026-11-24) a stranger held ~1 MiB per connection, 4 GiB over a listener's 4,096;
+ * at this size 64 KiB, 256 MiB.
+ */
+export const LARGEST_AGENTLINK_MESSAGE = MUX_HEADER_BYTES + PROTOCOL_MAX_CHUNK;
 /**
  * Pongs owed to a peer that pings without reading, waiting past the socket's buffers; one more terminates the
  * connection (docs/security.md). ws answers every ping by itself; before ws 8.23 nothing bounded those answers,
@@ -68,7 +83,7 @@ const frameBounds = { maxPendingAutoPongs: MAX_PENDING_PONGS, maxFragments: MAX_
  */
 export function webSocket(options: WebSocketOptions = {}): Transport {
   const path = options.path ?? DEFAULT_PATH;
-  const maxPayload = options.maxPayload ?? DEFAULT_MAX_PAYLOAD;
+  const maxPayload = options.maxPayload ?? MUX_HEADER_BYTES + Math.max(PROTOCOL_MAX_CHUNK, options.mux?.maxChunk ?? 0);
   const listens = options.port !== undefined || options.host !== undefined;
 
   return {

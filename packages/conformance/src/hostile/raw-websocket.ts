@@ -16,13 +16,14 @@ export class RawWebSocket {
   ) {}
 
   /** Opens TLS, sends an HTTP request for `path` (an upgrade unless `upgrade` is false) and reads the answer's head. */
-  static async connect(url: URL, path: string, options: { upgrade?: boolean; method?: string } = {}): Promise<RawWebSocket> {
+  static async connect(url: URL, path: string, options: { upgrade?: boolean; method?: string; localAddress?: string } = {}): Promise<RawWebSocket> {
     const identity = Identity.generate();
     const socket = connect({
       host: url.hostname.replace(/^\[|\]$/g, ''),
       port: Number(url.port),
       secureContext: secureContextOf(selfSignedCertificate(identity)),
       rejectUnauthorized: false,
+      ...(options.localAddress === undefined ? {} : { localAddress: options.localAddress }),
     });
     socket.on('error', () => undefined); // the server may reset us; 'close' follows
     await once(socket, 'secureConnect');

@@ -44,6 +44,7 @@ export function flagsAllowed(type: number, flags: number): boolean {
 export const INITIAL_WINDOW = 256 * 1024;
 
 export type MuxFrameTypeNumber = (typeof MuxFrameType)[keyof typeof MuxFrameType];
+/** Bytes of a mux frame's header (type u8, stream id u32): a frame is at most this + `mux.maxChunk` (docs/protocol.md). */
 export const MUX_HEADER_BYTES = 5;
 
 export function encodeMuxFrame(type: MuxFrameTypeNumber, streamId: number, body?: Uint8Array, flags = 0): Buffer {

@@ -225,6 +225,9 @@ describe('channel choice', () => {
     }
   });
 
+});
+
+describe('interceptors that fail, hold or throw', () => {
   it('an outbound interceptor that throws fails the call with what it threw, cancels what it started and stops the deadline', async () => {
     const network = new Map<string, ListenContext>();
     const server = await createAgent({ channels: [memoryTransport(network, 'server')] });
@@ -308,6 +311,53 @@ describe('channel choice', () => {
     await vi.waitFor(() => expect(seen).toHaveLength(1)); // the cancelled attempt's failure, through the tap
     await new Promise((resolve) => setImmediate(resolve));
     expect(seen).toEqual(['interceptor bug after next']);
+  });
+
+  it("a call's deadline and signal end it while an interceptor still holds it; what it starts later is cancelled at once", async () => {
+    const network = new Map<string, ListenContext>();
+    const server = await createAgent({ channels: [memoryTransport(network, 'server')] });
+    let served = 0;
+    server.handle('add', ({ a, b }: { a: number; b: number }) => (served++, a + b));
+    server.handleStream('count', async function* (n: number) {
+      served++;
+      for (let i = 0; i < n; i++) yield i;
+    });
+    // An interceptor that awaits something before calling next (a token fetch that hangs): the call's own deadline
+    // and signal must still end it on time. Before, the call waited for the interceptor, whatever its deadline.
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const holding: Interceptor = (next) => async (call, handler) => {
+      await held;
+      next(call, handler);
+    };
+    const seen: string[] = [];
+    const tap: Interceptor = (next) => (call, handler) => next(call, tapHandler(handler, { onError: (error) => void seen.push(error.code) }));
+    const client = await createAgent({ channels: [memoryTransport(network)], interceptors: [tap, holding] });
+    agents.push(server, client);
+    const address = server.addresses[0]!;
+    const turn = () => new Promise((resolve) => setImmediate(resolve));
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const before = vi.getTimerCount();
+      let outcome: unknown = 'pending';
+      void client.send(address, 'add', { a: 1, b: 2 }, { timeoutMs: 50 }).then((value) => (outcome = value), (error: AgentError) => (outcome = error.code));
+      const cancelled = new AbortController();
+      let streamed: unknown = 'pending';
+      void client.stream(address, 'count', 3, { signal: cancelled.signal })[Symbol.asyncIterator]().next().then((value) => (streamed = value), (error: AgentError) => (streamed = error.code));
+      vi.advanceTimersByTime(50);
+      cancelled.abort();
+      await turn();
+      expect([outcome, streamed]).toEqual(['DEADLINE_EXCEEDED', 'CANCELLED']);
+      expect(vi.getTimerCount()).toBe(before); // the deadline's timer is gone
+      release(); // the interceptor lets both calls through late: their attempts end before sending anything
+      await vi.waitFor(() => expect(seen.sort()).toEqual(['CANCELLED', 'DEADLINE_EXCEEDED'])); // the tap hears each once
+      await turn();
+      expect(served).toBe(0);
+      expect([outcome, streamed]).toEqual(['DEADLINE_EXCEEDED', 'CANCELLED']);
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(await client.send(address, 'add', { a: 1, b: 2 })).toBe(3);
   });
 
   it('an async interceptor that rejects fails its call, outbound and inbound, not the process', async () => {

@@ -20,6 +20,7 @@ export class CallLifecycle implements CallHandler {
     private readonly observed: boolean,
   ) {
     this.started = observed ? performance.now() : 0;
+    call.handledBy(this);
     if (observed) diagnosticChannels.callStart.publish({ call });
   }
 

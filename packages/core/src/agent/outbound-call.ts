@@ -5,7 +5,7 @@ import { abortReason } from '../util/abort.js';
 import { LazyAbort } from '../util/lazy-abort.js';
 import { deadlineTimer } from '../util/timer.js';
 import type { CallMode, Priority } from '../wire/messages.js';
-import type { CallControl, CallInfo } from './interceptor.js';
+import type { CallControl, CallHandler, CallInfo } from './interceptor.js';
 
 /** Options of one call ({@link Agent.send}, {@link Agent.stream}): deadline, cancellation, priority. */
 export interface CallOptions {
@@ -48,6 +48,11 @@ export class OutboundCall implements CallInfo {
    * it, so interceptors that wrap the control (retry) see the abort and stop.
    */
   private control: CallControl | undefined;
+  /**
+   * The agent's own handler of the call (its lifecycle), told of an abort that comes before any attempt started:
+   * an interceptor still holding the call (awaiting a token fetch, a bug) must not keep it past its deadline.
+   */
+  private outermost: CallHandler | undefined;
   private readonly aborted = new LazyAbort();
   private readonly timer: NodeJS.Timeout | undefined;
   private finished = false;
@@ -103,7 +108,15 @@ export class OutboundCall implements CallInfo {
 
   abort(reason: AgentError): void {
     if (this.finished || !this.aborted.abort(reason)) return;
-    this.control?.abort(reason);
+    // Interceptors that wait before calling next (rate limit) hear the abort on `signal` and report it themselves;
+    // for any other, the call ends here, and an attempt it starts later is cancelled at once (`started`).
+    if (this.control) this.control.abort(reason);
+    else this.outermost?.onError(reason);
+  }
+
+  /** The agent's handler of this call, given before the interceptors run (see `outermost`). */
+  handledBy(handler: CallHandler): void {
+    this.outermost = handler;
   }
 
   /** The outermost handler's `onStart`: from now on an abort of the call is passed to `control`. */

@@ -2,7 +2,6 @@ import { AgentError, type AgentId, type ChannelPath } from '@agentlink/core';
 import { errorCodeToNumber, type Channel, type ChannelStream, type OpenStreamOptions } from '@agentlink/core/transport';
 import { fromNative } from './native-errors.js';
 import type { NativeConnection, NativeStream } from './native.js';
-import { LateEnds } from './late-ends.js';
 import { PushReads } from './push-reads.js';
 import { QuicChannelStream } from './quic-stream.js';
 
@@ -22,8 +21,6 @@ export class QuicChannel implements Channel {
   private early = 0;
   /** Reads of every stream of this connection arrive in batches (push-reads.ts). */
   private readonly reads: PushReads;
-  /** Callers' ends of finished calls, sent with the connection's next bytes (late-ends.ts). */
-  private readonly lateEnds = new LateEnds();
 
   constructor(
     private readonly connection: NativeConnection,
@@ -36,7 +33,6 @@ export class QuicChannel implements Channel {
     this.reads = new PushReads(connection, (native) => onStream(this.track(native, false), this));
     this.closed = connection.closed().then((message) => {
       this.closeReason ??= fromNative(new Error(message));
-      this.lateEnds.flush(); // nothing to send any more: this frees the held streams' state now
       connection.release(); // free the connection's state now, not at the next garbage collection
       return this.closeReason;
     });
@@ -91,8 +87,7 @@ export class QuicChannel implements Channel {
     if (this.handshake) this.early++;
     let native: NativeStream;
     try {
-      // A stream the peer has not granted yet may wait for the release of finished ones: their ends leave first.
-      native = this.connection.tryOpenStream() ?? (this.lateEnds.flush(), await this.connection.openStream());
+      native = this.connection.tryOpenStream() ?? (await this.connection.openStream());
     } catch (error) {
       // The engine fails an open only when the connection is gone (reset, timed out, closed): the channel is closed
       // from now on, before its `closed` notice (a macrotask) arrives. Otherwise a caller retrying in a loop that
@@ -129,7 +124,6 @@ export class QuicChannel implements Channel {
   async close(reason = new AgentError('CLOSED', 'channel closed')): Promise<void> {
     if (this.closeReason) return;
     this.closeReason = reason;
-    this.lateEnds.flush(); // the ends of finished calls leave before the close
     this.connection.close(errorCodeToNumber(reason.code), reason.message.slice(0, 512));
     await this.closed;
   }
@@ -143,7 +137,7 @@ export class QuicChannel implements Channel {
       // resent at once; without this its new stream could still be counted as early.
       if (failure?.unprocessed) this.handshake = undefined;
     };
-    return new QuicChannelStream(native, done, opened, this.reads, this.lateEnds);
+    return new QuicChannelStream(native, done, opened, this.reads);
   }
 
   private async acceptStreams(onStream: (stream: ChannelStream, channel: Channel) => void): Promise<void> {

@@ -2,7 +2,6 @@ import { AgentError, type Priority } from '@agentlink/core';
 import { errorCodeToNumber, WRITTEN, type ChannelStream } from '@agentlink/core/transport';
 import { fromNative } from './native-errors.js';
 import type { NativeReadEvent, NativeStream } from './native.js';
-import type { LateEnds } from './late-ends.js';
 import type { PushReader, PushReads } from './push-reads.js';
 
 /** QUIC's own stream priority for agentlink's four levels (higher is sent first). */
@@ -18,8 +17,6 @@ export class QuicChannelStream implements ChannelStream, PushReader {
   private localEnded = false;
   private remoteEnded = false;
   private released = false;
-  /** Our end was handed to `lateEnds` (the call was over): nothing more may be written, nor reset. */
-  private endHeld = false;
   /** Small writes of this tick, sent together at its end (tokens: one engine call per burst, not per token). */
   private corked: Buffer[] = [];
   private corkedBytes = 0;
@@ -42,15 +39,13 @@ export class QuicChannelStream implements ChannelStream, PushReader {
 
   /**
    * `onDone` runs once, when both sides ended or the stream failed (with the failure): the channel's stream count. `opened`: we
-   * opened it (we are the caller), so a reset may end it gracefully (see `reset`). `lateEnds`: where our end
-   * waits for the connection's next write once the peer ended first (late-ends.ts); every write flushes it first.
+   * opened it (we are the caller), so a reset may end it gracefully (see `reset`).
    */
   constructor(
     private readonly native: NativeStream,
     private readonly onDone: (failure?: AgentError) => void,
     private readonly opened = false,
     private readonly reads?: PushReads,
-    private readonly lateEnds?: LateEnds,
   ) {
     this.token = reads?.token() ?? 0;
   }
@@ -61,7 +56,7 @@ export class QuicChannelStream implements ChannelStream, PushReader {
   }
 
   write(chunk: Uint8Array): Promise<void> {
-    const failure = this.localReset ?? this.writeFailure ?? this.afterEnd();
+    const failure = this.localReset ?? this.writeFailure;
     if (failure) return Promise.reject(failure);
     if (this.blocked) return this.blocked.then(() => this.write(chunk));
     const data = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
@@ -124,7 +119,6 @@ export class QuicChannelStream implements ChannelStream, PushReader {
 
   /** Fast path: quinn takes what fits in the window synchronously; only the rest waits for credit. */
   private send(data: Buffer): Promise<void> {
-    this.lateEnds?.flush(); // ends held for the connection's next bytes leave now, in the same packet as these
     try {
       const taken = this.native.tryWrite(data);
       if (taken === data.length) return WRITTEN;
@@ -152,21 +146,12 @@ export class QuicChannelStream implements ChannelStream, PushReader {
   }
 
   end(): Promise<void> {
-    if (this.endHeld) return WRITTEN;
     const failure = this.localReset ?? this.writeFailure;
     if (failure) return Promise.reject(failure);
     if (this.blocked) return this.blocked.then(() => this.end());
     if (this.corked.length > 0) {
       const flushed = this.flush();
       if (flushed !== WRITTEN) return flushed.then(() => this.end());
-    }
-    // A caller's end after the peer ended (a call's reply is in): the call is over and the peer waits for nothing,
-    // so the end goes with the connection's next bytes (late-ends.ts), and the stream is released with it.
-    if (this.lateEnds && this.opened && (this.remoteEnded || this.endTaken) && !this.released) {
-      this.endHeld = true;
-      this.localEnded = true;
-      this.release(undefined, this.lateEnds);
-      return WRITTEN;
     }
     try {
       if (this.native.tryFinish()) {
@@ -188,11 +173,10 @@ export class QuicChannelStream implements ChannelStream, PushReader {
    */
   endWith(chunk: Uint8Array): Promise<void> {
     // A unary request or reply: nothing before it pending, so the write and the end are one engine call.
-    if (!this.wroteAny && !this.localReset && !this.writeFailure && !this.endHeld && !this.blocked && this.corked.length === 0) {
+    if (!this.wroteAny && !this.localReset && !this.writeFailure && !this.blocked && this.corked.length === 0) {
       this.wroteAny = true;
       const data = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
       let taken: number;
-      this.lateEnds?.flush();
       try {
         taken = this.native.tryWriteFinish(data);
       } catch (error) {
@@ -301,7 +285,6 @@ export class QuicChannelStream implements ChannelStream, PushReader {
   reset(reason: AgentError): void {
     if (this.localReset) return;
     this.localReset = reason;
-    if (this.endHeld) return; // the call was over and our end is on its way: nothing to abort
     const code = errorCodeToNumber(reason.code);
     const pending = this.corked.length > 0 && !this.blocked && !this.released ? this.takeCorked() : undefined;
     this.corked = [];
@@ -323,24 +306,17 @@ export class QuicChannelStream implements ChannelStream, PushReader {
     }
   }
 
-  /** A write after our end was handed over (never by core): fails as the engine fails a write after a finish. */
-  private afterEnd(): AgentError | undefined {
-    return this.endHeld ? new AgentError('CLOSED', 'stream ended: no write after the end') : undefined;
-  }
-
   private fail(error: unknown): AgentError {
     const failure = fromNative(error, this.localReset);
     this.release(failure);
     return failure;
   }
 
-  /** `lateEnds`: the engine's release (which sends our end) waits for the connection's next bytes. */
-  private release(failure?: AgentError, lateEnds?: LateEnds): void {
+  private release(failure?: AgentError): void {
     if (this.released) return;
     this.released = true;
     try {
-      if (lateEnds) lateEnds.hold(this.native);
-      else this.native.release();
+      this.native.release();
     } finally {
       this.onDone(failure); // the channel's count of open streams must come down whatever the engine said
     }

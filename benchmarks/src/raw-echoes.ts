@@ -62,9 +62,12 @@ export async function rawQuicEcho(binding: NativeBinding, payload: Buffer, optio
   return {
     async call() {
       const stream = connection.tryOpenStream() ?? (await connection.openStream());
-      const taken = stream.tryWrite(payload);
-      if (taken < payload.length) await stream.write(payload.subarray(taken));
-      if (!stream.tryFinish()) await stream.finish();
+      // Written and ended in one call, as the channel's last writes are (`tryWriteFinish`).
+      const taken = stream.tryWriteFinish(payload);
+      if (taken < payload.length) {
+        await stream.write(payload.subarray(taken));
+        if (!stream.tryFinish()) await stream.finish();
+      }
       const echoed = await readAnswer(stream);
       stream.release();
       if (echoed.length !== payload.length) throw new Error('short echo');
@@ -80,9 +83,11 @@ export async function rawQuicEcho(binding: NativeBinding, payload: Buffer, optio
 
 async function echoStream(stream: NativeStream): Promise<void> {
   const request = await readAll(stream);
-  const taken = stream.tryWrite(request);
-  if (taken < request.length) await stream.write(request.subarray(taken));
-  if (!stream.tryFinish()) await stream.finish();
+  const taken = stream.tryWriteFinish(request);
+  if (taken < request.length) {
+    await stream.write(request.subarray(taken));
+    if (!stream.tryFinish()) await stream.finish();
+  }
   stream.release();
 }
 

@@ -162,8 +162,10 @@ async function serveRawQuicStream(stream: NativeStream): Promise<void> {
   const request = Buffer.concat(parts);
   if (request[0] === 0) {
     const reply = request.subarray(1);
-    const taken = stream.tryWrite(reply);
-    if (taken < reply.length) await stream.write(reply.subarray(taken));
+    // Written and ended in one call, as the channel's reply is (`endWith`): the engine sends the bytes and the end together.
+    const taken = stream.tryWriteFinish(reply);
+    if (taken === reply.length) return stream.release();
+    await stream.write(reply.subarray(taken));
   } else {
     const total = request.readUInt32BE(1);
     const chunk = request.readUInt32BE(5);

@@ -17,9 +17,12 @@ export function rawQuicSubject(binding: NativeBinding, target: { host: string; p
       const connection = await (await endpoint).dial(target.host, target.port, Buffer.from(publicKeyFromAgentId(target.key as AgentId)), 5000).connection();
       const exchange = async (request: Buffer, onData?: (bytes: number) => void): Promise<number> => {
         const stream = connection.tryOpenStream() ?? (await connection.openStream());
-        const taken = stream.tryWrite(request);
-        if (taken < request.length) await stream.write(request.subarray(taken));
-        if (!stream.tryFinish()) await stream.finish();
+        // Written and ended in one call, as the channel's last writes are (`tryWriteFinish`).
+        const taken = stream.tryWriteFinish(request);
+        if (taken < request.length) {
+          await stream.write(request.subarray(taken));
+          if (!stream.tryFinish()) await stream.finish();
+        }
         return readAll(stream, onData);
       };
       return {

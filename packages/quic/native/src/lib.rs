@@ -18,6 +18,7 @@ mod early_data;
 mod endpoint;
 mod errors;
 mod handshake;
+mod last_write;
 mod listener;
 mod live;
 #[cfg(test)]

@@ -199,7 +199,7 @@ fn accepted_stream(
 }
 
 /// The code of a local reset, once one is asked (never, if the stream is gone without one).
-async fn wait_for_reset(reset: &mut watch::Receiver<Option<u32>>) -> u32 {
+pub(crate) async fn wait_for_reset(reset: &mut watch::Receiver<Option<u32>>) -> u32 {
     let code = match reset.wait_for(Option::is_some).await {
         Ok(code) => *code,
         Err(_) => None,

@@ -12,8 +12,9 @@ use quinn::{RecvStream, SendStream, VarInt};
 use tokio::sync::{watch, Mutex};
 
 use crate::errors::{coded, read_error, write_error};
+use crate::last_write::{self, LAST_WRITE_MAX};
 use crate::live::{Live, STREAMS};
-use crate::reads::Armed;
+use crate::reads::{wait_for_reset, Armed};
 use crate::stream_credit::StreamSlot;
 
 #[napi]
@@ -163,9 +164,44 @@ impl QuicStream {
     /// `try_write` and, when all of `data` was taken, `try_finish` in the same call (a unary request or reply is
     /// one write and the end: one crossing and one lock of the send half instead of two). Returns the bytes
     /// taken; the stream is finished only when that is all of them.
+    ///
+    /// Up to LAST_WRITE_MAX bytes, the write and the finish run together on the engine's thread, where the
+    /// connection's driver (a task on the same thread) cannot build a packet between them: written from this
+    /// thread, quinn takes the write and the finish under two locks of the connection, and a driver that was
+    /// awake took the bytes in between more often than not (a sequential echo's reply: 59 in 100 came without
+    /// their end), so the end left in a packet of its own and the peer handled a second packet and read batch.
+    /// The send half is locked here and handed to that task, so nothing (a release, another write) comes
+    /// between; a local reset stops it. All of `data` is taken at once: what waits there for credit is capped
+    /// for the whole process (last_write.rs; past the cap, the synchronous path), and a failure there is the
+    /// stream's end anyway (the peer stopped it, or the connection is gone). With more than one engine thread
+    /// (4+ cores) the driver may still run between them on another: no worse than before.
     #[napi]
     pub fn try_write_finish(&self, data: Buffer) -> Result<u32> {
-        self.write_now(&data, true)
+        let held = if data.len() <= LAST_WRITE_MAX { last_write::hold(data.len()) } else { None };
+        let Some(held) = held else { return self.write_now(&data, true) };
+        if let Some(code) = self.locally_reset() {
+            return Err(coded("LOCAL_RESET", code));
+        }
+        let Ok(mut guard) = self.send.clone().try_lock_owned() else { return Ok(0) };
+        if guard.is_none() {
+            return Err(released());
+        }
+        let bytes = Bytes::copy_from_slice(&data);
+        let mut reset = self.reset.subscribe();
+        napi::bindgen_prelude::spawn(async move {
+            let _held = held; // counted until the write and the finish are done or given up
+            let Some(send) = guard.as_mut() else { return };
+            tokio::select! {
+                biased;
+                _ = wait_for_reset(&mut reset) => {}
+                written = send.write_all(&bytes) => {
+                    if written.is_ok() {
+                        let _ = send.finish();
+                    }
+                }
+            }
+        });
+        Ok(data.len() as u32)
     }
 
     /// Writes all of `data`, resolving once quinn accepted it within the stream's and connection's credit.

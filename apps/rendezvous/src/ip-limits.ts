@@ -29,8 +29,9 @@ export class PerIpRate {
 }
 
 /**
- * The IP part of `ip:port` or `[v6]:port`. An IPv6 ip may come without brackets (ws and HTTP/2 write a channel's
- * address as `${socket.remoteAddress}:${socket.remotePort}`): the port is what follows the last colon.
+ * The IP part of `ip:port` or `[v6]:port`. An IPv6 ip may still come without brackets (ws and HTTP/2 wrote a
+ * channel's address as `${socket.remoteAddress}:${socket.remotePort}` until 2026-11-24, and a transport a user
+ * plugs in may): the port is then what follows the last colon.
  */
 export function ipOf(remoteAddress: string): string {
   const v6 = /^\[(.*)\]:\d+$/.exec(remoteAddress);

@@ -15,6 +15,7 @@ export function installConformanceHandlers(agent: Agent, events = new EventEmitt
     deadline: ctx.deadline ?? null,
     priority: ctx.priority,
     metadata: ctx.metadata,
+    remoteAddress: ctx.remoteAddress,
   }));
   agent.handle('throw', (message: string) => {
     throw new Error(message);

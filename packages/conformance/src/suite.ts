@@ -130,6 +130,23 @@ export function runConformanceSuite(target: ConformanceTarget): void {
       expect(context.deadline as number).toBeLessThanOrEqual(Date.now() + 5000);
     });
 
+    it("the handler and the caller's channel see addresses as ip:port, an IPv6 one as [v6]:port", async () => {
+      const v4 = await client.send<{ remoteAddress: string }>(address, 'context', null);
+      expect(v4.remoteAddress).toMatch(/^127\.0\.0\.1:\d+$/);
+      // ws and HTTP/2 wrote `::1:port` until 2026-11-24 (QUIC `[::1]:port`): a per-IP key read the port as part of it.
+      const v6server = await createAgent({ channels: [factory({ ...target.listenOptions, host: '::1' })] });
+      installConformanceHandlers(v6server);
+      const v6client = await createAgent({ channels: [dialer()] });
+      try {
+        const v6 = await v6client.send<{ remoteAddress: string }>(v6server.addresses[0]!, 'context', null);
+        expect(v6.remoteAddress).toMatch(/^\[::1\]:\d+$/);
+        expect(v6client.channels().map((channel) => channel.remoteAddress)).toEqual([expect.stringMatching(/^\[::1\]:\d+$/)]);
+      } finally {
+        await v6client.close();
+        await v6server.close();
+      }
+    });
+
     it('a throwing handler gives HANDLER_ERROR with its message', async () => {
       const error = await rejection(client.send(address, 'throw', 'the model is on fire'));
       expect(error.code).toBe('HANDLER_ERROR');

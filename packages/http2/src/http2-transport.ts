@@ -108,7 +108,7 @@ export function http2(options: Http2Options = {}): Transport {
           return;
         }
         session.setLocalWindowSize(sessionWindow);
-        const channel = new Http2Channel(session, peer, `${socket.remoteAddress}:${socket.remotePort}`, 'remote', { onStream: context.onStream, onRefused: context.onRefused, maxSessionBuffered });
+        const channel = new Http2Channel(session, peer, addressOf(socket), 'remote', { onStream: context.onStream, onRefused: context.onRefused, maxSessionBuffered });
         context.onChannel(channel);
       });
       // Garbage on the port, or a client that is not h2 over TLS 1.3, costs only its own socket.
@@ -179,7 +179,7 @@ export function http2(options: Http2Options = {}): Transport {
           session.setLocalWindowSize(sessionWindow);
           keepalive.watch(session, address.host);
           const socket = session.socket as TLSSocket;
-          resolve(new Http2Channel(session, context.expectedPeer, `${socket.remoteAddress}:${socket.remotePort}`, 'local', { onStream: context.onStream, onRefused: context.onRefused, maxSessionBuffered }));
+          resolve(new Http2Channel(session, context.expectedPeer, addressOf(socket), 'local', { onStream: context.onStream, onRefused: context.onRefused, maxSessionBuffered }));
         };
         session.once('remoteSettings', () => {
           settingsArrived = true;

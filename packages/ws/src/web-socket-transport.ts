@@ -6,6 +6,7 @@ import { AgentError, type ListenerLimits, type Transport } from '@agentlink/core
 import {
   TlsListenerGuard,
   abortReason,
+  addressOf,
   authenticatePeer,
   secureContextOf,
   type Channel,
@@ -129,7 +130,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
         wss.handleUpgrade(request, socket, head, (ws) => {
           const channel = channelOverWebSocket(ws, tlsSocket, {
             peer,
-            remoteAddress: `${tlsSocket.remoteAddress}:${tlsSocket.remotePort}`,
+            remoteAddress: addressOf(tlsSocket),
             role: 'listener',
             onStream: context.onStream,
             onRefused: context.onRefused,
@@ -182,7 +183,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
         ws.on('upgrade', (response) => {
           const socket = response.socket as TLSSocket;
           raw = socket;
-          remoteAddress = `${socket.remoteAddress}:${socket.remotePort}`;
+          remoteAddress = addressOf(socket);
           try {
             authenticatePeer(socket, context.expectedPeer);
           } catch (error) {

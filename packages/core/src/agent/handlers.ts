@@ -6,7 +6,7 @@ import type { Priority } from '../wire/messages.js';
 export interface CallContext {
   /** The caller, authenticated by its key. */
   readonly peer: AgentId;
-  /** The caller's network address as this channel sees it (`ip:port`, or a relay's description). */
+  /** The caller's network address as this channel sees it (`ip:port`, `[v6]:port` on every channel, or a relay's description). */
   readonly remoteAddress: string;
   readonly method: string;
   /**

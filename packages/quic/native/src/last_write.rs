@@ -9,6 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub const LAST_WRITE_MAX: usize = 16 * 1024;
 /// At most this many bytes of last writes are held by the engine at once, in the whole process.
 pub const HELD_MAX: usize = 4 * 1024 * 1024;
+/// What one held write is charged at least: each is also a task and a locked send half, so a peer that withholds
+/// credit from many tiny replies holds at most HELD_MAX / HELD_MIN_CHARGE (4,096) of them, not a task per byte.
+pub const HELD_MIN_CHARGE: usize = 1024;
 
 static HELD: AtomicUsize = AtomicUsize::new(0);
 
@@ -24,9 +27,14 @@ impl Drop for Held {
     }
 }
 
-/// Room for `bytes` more, or None when the cap would be passed.
+/// Room for a last write of `bytes` (charged at least HELD_MIN_CHARGE), or None when the cap would be passed.
 pub fn hold(bytes: usize) -> Option<Held> {
-    hold_in(&HELD, HELD_MAX, bytes)
+    hold_in(&HELD, HELD_MAX, charge(bytes))
+}
+
+/// What a last write of `bytes` counts against the cap.
+fn charge(bytes: usize) -> usize {
+    bytes.max(HELD_MIN_CHARGE)
 }
 
 pub(crate) fn hold_in(counter: &'static AtomicUsize, max: usize, bytes: usize) -> Option<Held> {
@@ -58,5 +66,15 @@ mod tests {
         assert!(hold_in(&COUNTER, 100, usize::MAX).is_none(), "no overflow past the cap");
         drop((second, third));
         assert_eq!(COUNTER.load(Ordering::Acquire), 0);
+    }
+
+    #[test]
+    fn tiny_writes_are_charged_the_minimum() {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let held: Vec<Held> = (0..HELD_MAX / HELD_MIN_CHARGE).map_while(|_| hold_in(&COUNTER, HELD_MAX, charge(5))).collect();
+        assert_eq!(held.len(), 4096, "4,096 five-byte writes fill the cap");
+        assert!(hold_in(&COUNTER, HELD_MAX, charge(5)).is_none(), "a 4,097th takes the synchronous path");
+        drop(held);
+        assert!(hold_in(&COUNTER, HELD_MAX, charge(5)).is_some());
     }
 }

@@ -4,6 +4,7 @@ import type { ChannelStream } from '../channel.js';
 import type { BudgetHolder, ByteBudget } from '../agent/byte-budget.js';
 import { decodePayloadAt, encodeFrame, encodeFrameSegments, encodeSmallItem, FRAME_HEADER_BYTES } from './codec.js';
 import { FrameDecoder } from './frame-decoder.js';
+import { DEFAULT_DECODE_LIMITS } from './msgpack-shape.js';
 import { readU32 } from '../util/bytes.js';
 import { allocFrame } from './frame-slab.js';
 import type { WireMessage } from './messages.js';
@@ -346,10 +347,10 @@ export class FramedStream implements BudgetHolder, ChunkSink {
       this.budget.set(this, this.charged);
     }
     if (!found) return undefined;
-    const { frameBytes, frameStart, frameEnd } = decoder;
+    const { frameBytes, frameStart, frameEnd, frameViews } = decoder;
     decoder.release(); // the message holds what it needs of the bytes; a reader that waits holds none of them
     this.lastFrameBytes = frameEnd - frameStart;
-    return decodePayloadAt(frameBytes, frameStart, frameEnd);
+    return decodePayloadAt(frameBytes, frameStart, frameEnd, DEFAULT_DECODE_LIMITS, frameViews);
   }
 
   /**

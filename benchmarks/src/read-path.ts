@@ -8,8 +8,10 @@
  *
  *   pnpm --filter @agentlink/benchmarks read-path [--chunks 2] [--calls 1000] [--rounds 7] [--core DIR]
  *
- * `--core`: another copy of packages/core/src (e.g. `git archive main packages/core/src | tar -x -C /tmp/a`), to
- * compare two versions of the path by running them in turn.
+ * `--core DIR`: another copy of packages/core/src, to compare two versions of the path by running them in turn. Keep
+ * it inside the workspace (tsx compiles files outside it with other settings: the same code read ~35% slower from
+ * /tmp), e.g. `mkdir -p benchmarks/.builds/rp/main && git archive main packages/core/src | tar -x --strip-components=3
+ * -C benchmarks/.builds/rp/main` (benchmarks/.builds is not committed).
  */
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';

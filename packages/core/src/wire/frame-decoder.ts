@@ -37,7 +37,8 @@ export class FrameDecoder {
   frameEnd = 0;
   /**
    * Views of `frameBytes` when it is the chunk fed and a Buffer (undefined otherwise): made once per chunk, for the
-   * bodies of its frames (BufferViews). Let go with the frame.
+   * bodies of its frames (BufferViews). Let go with the frame. Core's own readers use it.
+   * @internal
    */
   frameViews: BufferViews | undefined;
   /** The chunk's views, once a frame of it asked for them. */

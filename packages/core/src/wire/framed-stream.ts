@@ -416,6 +416,8 @@ export class FramedStream implements BudgetHolder, ChunkSink {
   }
 
   evict(reason: AgentError): void {
+    // The evicting budget dropped what it held for us: the next charge tells it again, as before the steps.
+    this.chargedUnsent = 0;
     this.stream.reset(reason);
   }
 }

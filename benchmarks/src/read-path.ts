@@ -6,16 +6,35 @@
  * `ItemIterator` a `for await` drains. Prints wall and CPU ns per item per round; nothing else runs, so the figure
  * is that path's cost (docs/benchmarks.md, "The caller's cost per streamed item").
  *
- *   pnpm --filter @agentlink/benchmarks read-path [--chunks 2] [--calls 1000] [--rounds 7]
+ *   pnpm --filter @agentlink/benchmarks read-path [--chunks 2] [--calls 1000] [--rounds 7] [--core DIR]
+ *
+ * `--core DIR`: another copy of packages/core/src, to compare two versions of the path by running them in turn. Keep
+ * it inside the workspace (tsx compiles files outside it with other settings: the same code read ~35% slower from
+ * /tmp), e.g. `mkdir -p benchmarks/.builds/rp/main && git archive main packages/core/src | tar -x --strip-components=3
+ * -C benchmarks/.builds/rp/main` (benchmarks/.builds is not committed).
  */
 import { parseArgs } from 'node:util';
-import { FramedStream } from '../../packages/core/src/wire/framed-stream.js';
-import { encodeFrame, encodeSmallItem } from '../../packages/core/src/wire/codec.js';
-import { StreamItems } from '../../packages/core/src/agent/call-results.js';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { FramedStream as FramedStreamType } from '../../packages/core/src/wire/framed-stream.js';
+import type { StreamItems as StreamItemsType } from '../../packages/core/src/agent/call-results.js';
+import type * as Codec from '../../packages/core/src/wire/codec.js';
 import type { ChannelStream } from '../../packages/core/src/channel.js';
 import { median } from './median.js';
 
-const { values } = parseArgs({ options: { chunks: { type: 'string', default: '2' }, calls: { type: 'string', default: '1000' }, rounds: { type: 'string', default: '7' } } });
+const { values } = parseArgs({
+  options: {
+    chunks: { type: 'string', default: '2' },
+    calls: { type: 'string', default: '1000' },
+    rounds: { type: 'string', default: '7' },
+    // core's sources to measure (a copy of packages/core/src from another commit, for A/B runs in turn)
+    core: { type: 'string', default: new URL('../../packages/core/src', import.meta.url).pathname },
+  },
+});
+const coreUrl = (file: string): string => pathToFileURL(resolve(values.core, file)).href;
+const { FramedStream } = (await import(coreUrl('wire/framed-stream.ts'))) as { FramedStream: typeof FramedStreamType };
+const { encodeFrame, encodeSmallItem } = (await import(coreUrl('wire/codec.ts'))) as typeof Codec;
+const { StreamItems } = (await import(coreUrl('agent/call-results.ts'))) as { StreamItems: typeof StreamItemsType };
 const ITEMS_PER_CHUNK = 680;
 const CHUNKS = Number(values.chunks);
 
@@ -34,7 +53,7 @@ function burstStream(): ChannelStream {
   };
 }
 
-async function readReplies(framed: FramedStream, handler: StreamItems<unknown>): Promise<void> {
+async function readReplies(framed: FramedStreamType, handler: StreamItemsType<unknown>): Promise<void> {
   for (;;) {
     const message = framed.takeReady() ?? (await framed.receive());
     if (message?.type !== 'item') return handler.onEnd();

@@ -231,6 +231,24 @@ describe('FramedStream write order and memory with a producer that does not wait
     expect(sent).toBe(Math.floor((64 * 1024) / 108) + 1);
   });
 
+  it('tells the send budget what it holds in 4 KiB steps, rounded up: never less, and not once per item', () => {
+    const stream = new RecordingStream();
+    stream.hold = true; // nothing is taken: every byte encoded stays held
+    const charges: number[] = [];
+    const budget = new ByteBudget(1024 * 1024, undefined, 'unread replies');
+    const recording = { set: (holder: Parameters<ByteBudget['set']>[0], bytes: number) => (charges.push(bytes), budget.set(holder, bytes)) } as ByteBudget;
+    const framed = new FramedStream(stream, 1024 * 1024, undefined, recording);
+    const items = 3_000;
+    for (let sent = 1; sent <= items; sent++) {
+      void framed.sendItem(Buffer.alloc(16, sent % 256))?.catch(() => undefined);
+      const held = sent * (FRAME_HEADER_BYTES + 4 + 16); // every item's frame, batched or queued
+      expect(budget.heldBytes).toBeGreaterThanOrEqual(held);
+      expect(budget.heldBytes).toBeLessThan(held + 4096);
+    }
+    expect(charges.every((bytes) => bytes % 4096 === 0)).toBe(true);
+    expect(charges.length).toBeLessThanOrEqual(Math.ceil((items * 24) / 4096) + 1);
+  });
+
   it('releases what it charged once the transport took it, and what was batched once a write failed', async () => {
     const stream = new RecordingStream();
     const budget = new ByteBudget(1024 * 1024, undefined, 'unread replies');

@@ -1,6 +1,7 @@
 import type { CallMode, Priority, WireMessage } from './messages.js';
 import { MODES, PRIORITIES } from './messages.js';
 import { allocFrame } from './frame-slab.js';
+import type { BufferViews } from '../util/bytes.js';
 
 /**
  * The frames of a call with a binary body, written and read without msgpackr: a `request` whose metadata is empty
@@ -95,14 +96,15 @@ function encodeBinaryRequest(message: Extract<WireMessage, { type: 'request' }>)
 /**
  * Reads a payload (without its length) of the shapes `encodeBinaryFrame` writes, in `bytes` from `start` to `end`
  * (the whole of `bytes` by default: a receiver may read a frame where it lies, without a view of its payload);
- * undefined for anything else. Bodies are views of the bytes, as msgpackr gives them.
+ * undefined for anything else. Bodies are views of the bytes, as msgpackr gives them (made by `views` when given:
+ * the views of `bytes` a reader of many frames of one chunk makes without `subarray`).
  */
-export function decodeBinaryFrame(bytes: Uint8Array, start = 0, end = bytes.length): WireMessage | undefined {
+export function decodeBinaryFrame(bytes: Uint8Array, start = 0, end = bytes.length, views?: BufferViews): WireMessage | undefined {
   if (end - start < 2) return undefined;
   const first = bytes[start];
   const kind = bytes[start + 1];
   if (first === 0x92 && (kind === 2 || kind === 3)) {
-    const body = readBin(bytes, start + 2, end);
+    const body = readBin(bytes, start + 2, end, views);
     if (body === undefined || body.end !== end) return undefined;
     return kind === 2 ? { type: 'response', body: body.bytes } : { type: 'item', body: body.bytes };
   }
@@ -190,7 +192,7 @@ function readAsciiMethod(payload: Uint8Array, at: number, length: number): strin
 }
 
 /** A `bin` at `at`: its bytes (a view) and where it ends; undefined when the header is not bin or overruns `end`. */
-function readBin(bytes: Uint8Array, at: number, end: number): { bytes: Uint8Array; end: number } | undefined {
+function readBin(bytes: Uint8Array, at: number, end: number, views?: BufferViews): { bytes: Uint8Array; end: number } | undefined {
   const marker = bytes[at];
   let start: number;
   let length: number;
@@ -208,7 +210,7 @@ function readBin(bytes: Uint8Array, at: number, end: number): { bytes: Uint8Arra
   }
   const stop = start + length;
   if (stop > end) return undefined;
-  return { bytes: bytes.subarray(start, stop), end: stop };
+  return { bytes: views ? views.view(start, stop) : bytes.subarray(start, stop), end: stop };
 }
 
 /** msgpack's bin header size for a body of `length` bytes: bin 8, bin 16 or bin 32 (as msgpackr chooses). */

@@ -3,6 +3,7 @@ import { AgentError } from '../errors.js';
 import { decodeBinaryFrame, encodeBinaryFrame } from './binary-frames.js';
 import { checkMsgpackShape, DEFAULT_DECODE_LIMITS, type DecodeLimits } from './msgpack-shape.js';
 import { messageToTuple, tupleToMessage, type WireMessage } from './messages.js';
+import type { BufferViews } from '../util/bytes.js';
 
 /** Bytes of the big-endian length that precedes every frame's payload. */
 export const FRAME_HEADER_BYTES = 4;
@@ -79,8 +80,15 @@ export function decodePayload(payload: Uint8Array, limits: Readonly<DecodeLimits
  * `decodePayload` of the payload in `bytes` from `start` to `end`, read where it lies: a receiver takes the frames
  * of a chunk this way, and the frames of a token stream (binary or ASCII items) cost no view of their payload.
  */
-export function decodePayloadAt(bytes: Uint8Array, start: number, end: number, limits: Readonly<DecodeLimits> = DEFAULT_DECODE_LIMITS): WireMessage {
-  const fast = decodeBinaryFrame(bytes, start, end) ?? decodeStringItem(bytes, start, end);
+export function decodePayloadAt(
+  bytes: Uint8Array,
+  start: number,
+  end: number,
+  limits: Readonly<DecodeLimits> = DEFAULT_DECODE_LIMITS,
+  /** Views of `bytes` for binary bodies (FrameDecoder.frameViews), when the reader has them. */
+  views?: BufferViews,
+): WireMessage {
+  const fast = decodeBinaryFrame(bytes, start, end, views) ?? decodeStringItem(bytes, start, end);
   if (fast) return fast;
   const payload = start === 0 && end === bytes.length ? bytes : bytes.subarray(start, end);
   const message = tupleToMessage(unpackPayload(payload, limits));

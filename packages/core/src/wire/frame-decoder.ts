@@ -1,6 +1,6 @@
 import { AgentError } from '../errors.js';
 import { DEFAULT_MAX_FRAME_SIZE, FRAME_HEADER_BYTES } from './codec.js';
-import { readU32 } from '../util/bytes.js';
+import { BufferViews, readU32 } from '../util/bytes.js';
 import { PartialFrame } from './partial-frame.js';
 
 const EMPTY = new Uint8Array(0);
@@ -35,6 +35,14 @@ export class FrameDecoder {
   frameStart = 0;
   /** Where that payload ends in `frameBytes` (exclusive). */
   frameEnd = 0;
+  /**
+   * Views of `frameBytes` when it is the chunk fed and a Buffer (undefined otherwise): made once per chunk, for the
+   * bodies of its frames (BufferViews). Let go with the frame. Core's own readers use it.
+   * @internal
+   */
+  frameViews: BufferViews | undefined;
+  /** The chunk's views, once a frame of it asked for them. */
+  private chunkViews: BufferViews | undefined;
 
   constructor(private readonly maxFrameSize = DEFAULT_MAX_FRAME_SIZE) {}
 
@@ -71,6 +79,7 @@ export class FrameDecoder {
     if (this.offset < this.chunk.length) throw new Error('FrameDecoder.feed: the previous chunk is not read to its end');
     this.chunk = chunk;
     this.offset = 0;
+    this.chunkViews = undefined;
   }
 
   /**
@@ -124,7 +133,9 @@ export class FrameDecoder {
     // Read to its end: let the chunk go (what a partial frame needs of it was kept or copied).
     this.chunk = EMPTY;
     this.offset = 0;
+    this.chunkViews = undefined;
     this.frameBytes = EMPTY;
+    this.frameViews = undefined;
     return false;
   }
 
@@ -134,6 +145,7 @@ export class FrameDecoder {
    */
   release(): void {
     this.frameBytes = EMPTY;
+    this.frameViews = undefined;
   }
 
   /**
@@ -144,6 +156,7 @@ export class FrameDecoder {
     const rest = this.chunk.subarray(this.offset);
     this.chunk = EMPTY;
     this.offset = 0;
+    this.chunkViews = undefined;
     return rest;
   }
 
@@ -151,19 +164,25 @@ export class FrameDecoder {
   discard(): void {
     this.chunk = EMPTY;
     this.offset = 0;
+    this.chunkViews = undefined;
     this.frameBytes = EMPTY;
+    this.frameViews = undefined;
   }
 
   private found(bytes: Uint8Array, start: number, end: number, offset: number): true {
     this.frameBytes = bytes;
     this.frameStart = start;
     this.frameEnd = end;
-    if (offset < this.chunk.length) {
+    const chunk = this.chunk;
+    // A chunk of one frame (a call's reply) makes no views: they pay off over a chunk's many frames.
+    this.frameViews = bytes === chunk && (start > FRAME_HEADER_BYTES || end < chunk.length) ? (this.chunkViews ??= BufferViews.of(chunk)) : undefined;
+    if (offset < chunk.length) {
       this.offset = offset;
     } else {
       // The chunk is read to its end: not kept for the next call (the reader may wait long before it makes one).
       this.chunk = EMPTY;
       this.offset = 0;
+      this.chunkViews = undefined;
     }
     return true;
   }

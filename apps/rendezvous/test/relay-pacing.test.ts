@@ -1,12 +1,15 @@
 import { Identity } from '@agentlink/core';
 import type { ChannelStream } from '@agentlink/core/transport';
 import { signRecord } from '@agentlink/nat';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_CONFIG } from '../src/config.js';
 import { RelayPacers } from '../src/relay.js';
 import { cleanup, recordOf, rendezvous, wsClient } from './helpers.js';
 
-afterEach(cleanup);
+afterEach(async () => {
+  vi.useRealTimers();
+  await cleanup();
+});
 
 const MiB = 1024 * 1024;
 
@@ -51,6 +54,32 @@ describe("the relay's bandwidth", () => {
     expect(relay.size).toBe(2);
     b.release();
     expect(relay.size).toBe(0);
+  });
+
+  it('keeps an unused pacer until it is full again: an address that closes its relay and opens another gets no fresh burst', () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const { pacers: relay, clock } = pacers();
+    // One address opens a relay with a fresh key, sends 8 MiB at once and closes it, five times over, all at once.
+    // Until 2026-11-24 each relay's end forgot the address's pacer, and each next one found it full: no wait ever.
+    const waits = Array.from({ length: 5 }, () => {
+      const side = relay.side(Identity.generate().id, '192.0.2.1');
+      const wait = side.take(8 * MiB);
+      side.release();
+      return wait;
+    });
+    // The address's 32 MiB second goes to the first four; the fifth waits for 8 MiB at 32 MiB/s.
+    expect(waits.slice(0, 4)).toEqual([0, 0, 0, 0]);
+    expect(waits[4]).toBeCloseTo(250, 6);
+    // Unused, each pacer is forgotten once it would be full again: the keys' after 1 s, the address's after 1.25 s.
+    expect(relay.size).toBe(6);
+    clock.now += 1000;
+    vi.advanceTimersByTime(1000);
+    expect(relay.size).toBe(1);
+    clock.now += 250;
+    vi.advanceTimersByTime(250);
+    expect(relay.size).toBe(0);
+    // Forgotten full, it comes back full: nothing owed is lost.
+    expect(relay.side(Identity.generate().id, '192.0.2.1').take(8 * MiB)).toBe(0);
   });
 });
 

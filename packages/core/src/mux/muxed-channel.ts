@@ -63,7 +63,11 @@ export interface MuxOptions {
    */
   maxWindow?: number;
   maxChannelWindowGrowth?: number;
-  /** Largest DATA frame body (default 64 KiB). */
+  /**
+   * Largest DATA frame body this side sends (default 64 KiB). A peer takes frames up to its own (WebSocket: a
+   * larger message closes the connection with 1009; HTTP/2's reverse streams: the channel closes): set it alike
+   * on both sides.
+   */
   maxChunk?: number;
   /** Streams the peer may have open at once (default 1024); more are refused with RESOURCE_EXHAUSTED. */
   maxInboundStreams?: number;

@@ -33,6 +33,19 @@ class BytePacer {
     this.allowance -= bytes;
     return this.allowance >= 0 ? 0 : (-this.allowance / this.bytesPerSecond) * 1000;
   }
+
+  /** Milliseconds until the bucket is full again (a second of burst), as a new pacer starts. */
+  untilFull(): number {
+    const allowance = this.allowance + ((this.now() - this.updatedAt) / 1000) * this.bytesPerSecond;
+    return allowance >= this.bytesPerSecond ? 0 : ((this.bytesPerSecond - allowance) / this.bytesPerSecond) * 1000;
+  }
+}
+
+interface HeldPacer {
+  pacer: BytePacer;
+  users: number;
+  /** Set while no relay uses the pacer and it refills: it is forgotten when the timer fires. */
+  forget: NodeJS.Timeout | undefined;
 }
 
 /** How one side of a relay is paced: what it sends waits for both its agent's and its client's pacer. */
@@ -45,12 +58,14 @@ export interface PacedSide {
 
 /**
  * The byte pacers of the relay: one per agent (`relayBytesPerSecond`) and one per client, its IP or IPv6 /64
- * (`relayBytesPerSecondPerIp`), each kept while a relay uses it. Keys cost nothing: paced per agent only, one address
- * with `maxRelaysPerIp` (100) keys had 100 × 8 MiB/s of the relay's bandwidth.
+ * (`relayBytesPerSecondPerIp`), each kept while a relay uses it and then until it is full again. Keys cost nothing:
+ * paced per agent only, one address with `maxRelaysPerIp` (100) keys had 100 × 8 MiB/s of the relay's bandwidth.
+ * A pacer forgotten as its last relay ended (until 2026-11-24) came back full: an address that sent a second's
+ * worth, closed its relay and opened the next was never paced at all.
  */
 export class RelayPacers {
-  private readonly agents = new Map<AgentId, { pacer: BytePacer; users: number }>();
-  private readonly clients = new Map<string, { pacer: BytePacer; users: number }>();
+  private readonly agents = new Map<AgentId, HeldPacer>();
+  private readonly clients = new Map<string, HeldPacer>();
 
   constructor(
     private readonly limits: Pick<RelayLimits, 'relayBytesPerSecond' | 'relayBytesPerSecondPerIp'>,
@@ -73,21 +88,31 @@ export class RelayPacers {
     };
   }
 
-  /** Pacers held now (agents and clients), for tests. */
+  /** Pacers held now (agents and clients, in use or refilling), for tests. */
   get size(): number {
     return this.agents.size + this.clients.size;
   }
 
-  private hold<K>(map: Map<K, { pacer: BytePacer; users: number }>, key: K, bytesPerSecond: number): { pacer: BytePacer; users: number } {
+  private hold<K>(map: Map<K, HeldPacer>, key: K, bytesPerSecond: number): HeldPacer {
     let entry = map.get(key);
-    if (!entry) map.set(key, (entry = { pacer: new BytePacer(bytesPerSecond, this.now), users: 0 }));
+    if (!entry) map.set(key, (entry = { pacer: new BytePacer(bytesPerSecond, this.now), users: 0, forget: undefined }));
+    clearTimeout(entry.forget);
+    entry.forget = undefined;
     entry.users++;
     return entry;
   }
 
-  private drop<K>(map: Map<K, { pacer: BytePacer; users: number }>, key: K): void {
+  /**
+   * One relay less uses the pacer. Unused, it is kept until full again (at most a second, plus what its relays
+   * still owed), then forgotten: a new one would start full, so forgetting it sooner gave its bytes back.
+   */
+  private drop<K>(map: Map<K, HeldPacer>, key: K): void {
     const entry = map.get(key);
-    if (entry && --entry.users <= 0) map.delete(key);
+    if (!entry || --entry.users > 0) return;
+    const ms = entry.pacer.untilFull();
+    if (ms <= 0) return void map.delete(key);
+    entry.forget = setTimeout(() => map.delete(key), Math.ceil(ms));
+    entry.forget.unref();
   }
 }
 

@@ -66,6 +66,26 @@ describe('RedisRegistry', () => {
     expect(forged).toEqual([victim.id, victim.id]);
   });
 
+  it('a record an instance from before per-/64 counting wrote (counted under its IP, no client kept) moves to its /64 when next registered', async () => {
+    const prefix = `t${randomUUID()}:`;
+    const store = new RedisRegistry(connection, { prefix });
+    const limits = { maxRegistrations: 100, maxRegistrationsPerIp: 2 };
+    const old = Identity.generate();
+    const written = entry(old, { seq: 1 }, '2001:db8:1:2::1');
+    // As the old script left it: the hash without `grp`, the agent in the zset of its address.
+    const score = String(written.record.expiresAt);
+    await connection.command(['HSET', `${prefix}rec:${old.id}`, 'seq', '1', 'ip', written.ip, 'rec', Buffer.from(written.signed.record), 'sig', Buffer.from(written.signed.signature), 'inst', '']);
+    await connection.command(['ZADD', `${prefix}agents`, score, old.id]);
+    await connection.command(['ZADD', `${prefix}ip:${written.ip}`, score, old.id]);
+    // Its heartbeat reaches a new instance: it leaves its address's zset for its /64's, counted once.
+    expect(await store.put(entry(old, { seq: 2 }, '2001:db8:1:2::1'), limits)).toEqual({ stored: true, isNew: false });
+    expect(await connection.command<number>(['ZCARD', `${prefix}ip:2001:db8:1:2::1`])).toBe(0);
+    expect(await store.countByIp('2001:db8:1:2::9')).toBe(1);
+    // So the /64 has one place left, not two.
+    expect(await store.put(entry(Identity.generate(), {}, '2001:db8:1:2::2'), limits)).toMatchObject({ stored: true });
+    expect(await store.put(entry(Identity.generate(), {}, '2001:db8:1:2::3'), limits)).toEqual({ stored: false, reason: 'per-ip' });
+  });
+
   it('after a restart of the server (empty, scripts forgotten) it stores again, and fails fast while the server is away', async () => {
     const prefix = `t${randomUUID()}:`;
     const own = await connectRedis(redis.url);

@@ -360,6 +360,31 @@ describe('interceptors that fail, hold or throw', () => {
     expect(await client.send(address, 'add', { a: 1, b: 2 })).toBe(3);
   });
 
+  it('an interceptor that throws after starting its attempt, called later by a rate limit, is reported once to the interceptors before it', async () => {
+    const network = new Map<string, ListenContext>();
+    const server = await createAgent({ channels: [memoryTransport(network, 'server')] });
+    server.handle('slow', () => new Promise(() => undefined));
+    const seen: string[] = [];
+    const tap: Interceptor = (next) => (call, handler) => next(call, tapHandler(handler, { onError: (error) => void seen.push(error.message) }));
+    let calls = 0;
+    const buggy: Interceptor = (next) => (call, handler) => {
+      next(call, handler);
+      if (++calls === 2) throw new Error('interceptor bug after next');
+    };
+    const client = await createAgent({ channels: [memoryTransport(network)], interceptors: [tap, rateLimit({ global: { ratePerSecond: 1, burst: 1 } }), buggy] });
+    agents.push(server, client);
+    const address = server.addresses[0]!;
+    void client.send(address, 'slow', null).catch(() => undefined); // takes the one token; never answered
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const waited = client.send(address, 'slow', null).then(() => 'answered', (error: AgentError) => error.message);
+    vi.advanceTimersByTime(1000); // the rate limit lets it through: buggy starts the attempt, then throws
+    vi.useRealTimers();
+    expect(await waited).toBe('interceptor bug after next');
+    // Both reports (the throw, and the cancelled attempt's) came before the call settled: the tap heard one. Before,
+    // two (a breaker before it counted two failures).
+    expect(seen).toEqual(['interceptor bug after next']);
+  });
+
   it('an async interceptor that rejects fails its call, outbound and inbound, not the process', async () => {
     const network = new Map<string, ListenContext>();
     // Async interceptors type-check as a Dispatch; a rejection was unhandled (the process ends) and the call hung.

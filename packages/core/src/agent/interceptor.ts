@@ -96,17 +96,47 @@ export function dispatchCatching(dispatch: Dispatch, call: CallInfo, handler: Ca
  * later (a rate limit's wait, a retry's backoff: from a timer, where the throw would escape as an uncaught
  * exception, ending the process, and the call would never settle). Called while the agent dispatches the call, the
  * throw goes on up to `dispatchCatching`, which fails the call once, at its outermost handler.
+ *
+ * Called later, `fail` aborts the call, and an attempt the thrower had started reports that abort through the same
+ * handler: the interceptors before it heard the failure twice (a breaker counted two, a tap logged two), so there
+ * the handler hears the first end only. Not on the agent's own dispatch, which is every call's path.
  */
 export function failingItsCall(interceptor: Interceptor, fail: FailCall): Interceptor {
   return (next) =>
     interceptor((call, handler) => {
+      const now = call === dispatching;
+      const to = now ? handler : endingOnce(handler);
       try {
-        failOnRejection(next(call, handler), call, handler, fail);
+        failOnRejection(next(call, to), call, to, fail);
       } catch (error) {
-        if (call === dispatching) throw error;
-        fail(call, handler, error);
+        if (now) throw error;
+        fail(call, to, error);
       }
     });
+}
+
+/** `handler`, passed the first of `onEnd` and `onError` only, and nothing after it. */
+function endingOnce(handler: CallHandler): CallHandler {
+  let ended = false;
+  return {
+    onStart: (control) => {
+      if (!ended) handler.onStart?.(control);
+    },
+    onResponse: (body) => {
+      if (!ended) handler.onResponse?.(body);
+    },
+    onItem: (item, size) => (ended ? undefined : handler.onItem?.(item, size)),
+    onEnd: () => {
+      if (ended) return;
+      ended = true;
+      handler.onEnd();
+    },
+    onError: (error) => {
+      if (ended) return;
+      ended = true;
+      handler.onError(error);
+    },
+  };
 }
 
 /** What an interceptor returned: a promise (an async interceptor, which `Dispatch` allows) fails the call if it rejects. */

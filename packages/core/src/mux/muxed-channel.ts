@@ -63,7 +63,10 @@ export interface MuxOptions {
    */
   maxWindow?: number;
   maxChannelWindowGrowth?: number;
-  /** Largest DATA frame body (default 64 KiB). */
+  /**
+   * Largest DATA frame body this side sends (default 64 KiB). A WebSocket peer takes messages up to 5 bytes more
+   * than its own (at least 64 KiB) and closes the connection with 1009 on a larger one: set it alike on both sides.
+   */
   maxChunk?: number;
   /** Streams the peer may have open at once (default 1024); more are refused with RESOURCE_EXHAUSTED. */
   maxInboundStreams?: number;

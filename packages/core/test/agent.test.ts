@@ -411,6 +411,33 @@ describe('interceptors that fail, hold or throw', () => {
     expect(await plain.send(address, 'add', { a: 1, b: 2 })).toBe(3);
   });
 
+  it("an inbound interceptor that fails after the handler's reply ended loses none of the reply", async () => {
+    const network = new Map<string, ListenContext>();
+    let ended!: () => void;
+    const replyEnded = new Promise<void>((resolve) => (ended = resolve));
+    let failedLate = false;
+    // Passes the call on, then fails once the handler's reply has ended (a bug, or an audit step that throws).
+    const late: Interceptor = (next) => async (call, handler) => {
+      next(call, tapHandler(handler, { onEnd: ended }));
+      await replyEnded;
+      failedLate = true;
+      throw new Error('late interceptor failure');
+    };
+    const server = await createAgent({ channels: [memoryTransport(network, 'server')], inboundInterceptors: [late] });
+    server.handleStream('count', async function* (n: number) {
+      for (let i = 0; i < n; i++) yield i;
+    });
+    const client = await createAgent({ channels: [memoryTransport(network)] });
+    agents.push(server, client);
+    const items = client.stream<number>(server.addresses[0]!, 'count', 200)[Symbol.asyncIterator]();
+    const received = [(await items.next()).value];
+    await vi.waitFor(() => expect(failedLate).toBe(true)); // the rest are written, and unread
+    await new Promise((resolve) => setImmediate(resolve));
+    for (let next = await items.next(); !next.done; next = await items.next()) received.push(next.value);
+    // Before, the late failure reset the finished stream: the caller lost what it had not read yet.
+    expect(received).toEqual(Array.from({ length: 200 }, (_, i) => i));
+  });
+
   it('an inbound interceptor that throws when a rate limit before it lets the call through later fails that call, not the server', async () => {
     const network = new Map<string, ListenContext>();
     let calls = 0;

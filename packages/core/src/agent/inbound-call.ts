@@ -426,6 +426,12 @@ class ReplyWriter implements CallHandler {
    */
   private held = false;
   private heldBody: unknown;
+  /**
+   * The reply reported its end or failure: the call's outcome is decided. A later report (an inbound interceptor
+   * that fails after passing the call on, e.g. an async one rejecting once the handler is done) is dropped: it
+   * reset the finished stream before, and the caller lost the items it had not read yet.
+   */
+  private ended = false;
 
   constructor(private readonly call: InboundCall) {}
 
@@ -441,6 +447,8 @@ class ReplyWriter implements CallHandler {
   }
 
   onEnd(): void {
+    if (this.ended) return;
+    this.ended = true;
     const { call } = this;
     call.replied = true;
     const message: WireMessage = this.held ? { type: 'response', body: this.heldBody } : { type: 'end' };
@@ -458,6 +466,8 @@ class ReplyWriter implements CallHandler {
   }
 
   onError(error: AgentError): void {
+    if (this.ended) return;
+    this.ended = true;
     this.sendHeld();
     void this.call.replyError(error);
   }

@@ -385,6 +385,38 @@ describe('interceptors that fail, hold or throw', () => {
     expect(seen).toEqual(['interceptor bug after next']);
   });
 
+  it('a call whose signal was aborted before it started ends at once while an interceptor holds it', async () => {
+    const network = new Map<string, ListenContext>();
+    const server = await createAgent({ channels: [memoryTransport(network, 'server')] });
+    let served = 0;
+    server.handle('add', ({ a, b }: { a: number; b: number }) => (served++, a + b));
+    // The abort comes before the agent's handler of the call exists (OutboundCall's constructor): a holding
+    // interceptor (a token fetch that hangs) kept the call pending, whatever the caller's signal said.
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const holding: Interceptor = (next) => async (call, handler) => {
+      await held;
+      next(call, handler);
+    };
+    const seen: string[] = [];
+    const tap: Interceptor = (next) => (call, handler) => next(call, tapHandler(handler, { onError: (error) => void seen.push(error.code) }));
+    const client = await createAgent({ channels: [memoryTransport(network)], interceptors: [tap, holding] });
+    agents.push(server, client);
+    const address = server.addresses[0]!;
+    const turn = () => new Promise((resolve) => setImmediate(resolve));
+    let outcome: unknown = 'pending';
+    void client.send(address, 'add', { a: 1, b: 2 }, { signal: AbortSignal.abort() }).then((value) => (outcome = value), (error: AgentError) => (outcome = error.code));
+    let streamed: unknown = 'pending';
+    void client.stream(address, 'add', { a: 1, b: 2 }, { signal: AbortSignal.abort() })[Symbol.asyncIterator]().next().then((value) => (streamed = value), (error: AgentError) => (streamed = error.code));
+    await turn();
+    expect([outcome, streamed]).toEqual(['CANCELLED', 'CANCELLED']);
+    release(); // let through late, the attempts end before sending anything
+    await vi.waitFor(() => expect(seen).toEqual(['CANCELLED', 'CANCELLED'])); // the tap hears each once
+    await turn();
+    expect(served).toBe(0);
+    expect([outcome, streamed]).toEqual(['CANCELLED', 'CANCELLED']);
+  });
+
   it('an async interceptor that rejects fails its call, outbound and inbound, not the process', async () => {
     const network = new Map<string, ListenContext>();
     // Async interceptors type-check as a Dispatch; a rejection was unhandled (the process ends) and the call hung.

@@ -123,6 +123,41 @@ describe('inbound limits', () => {
     expect(await client.send(address, 'add', { a: 3, b: 3 })).toBe(6);
   });
 
+  it("a stream the unfinished-frame budget resets leaves the stalled-reply budget: others' replies keep its room", async () => {
+    const { server, raw, produced } = await serverWith({
+      maxInboundBytesPerChannel: 256 * 1024,
+      maxStalledReplyBytesPerChannel: 512 * 1024,
+      maxStalledReplyBytes: 512 * 1024,
+    });
+    const request = encodeFrame({ type: 'request', method: 'blobs', timeoutMs: null, priority: 'normal', metadata: {}, body: { count: 1000, size: 100 * 1024 }, mode: 'stream' });
+    const turn = () => new Promise((resolve) => setImmediate(resolve));
+    const stalled = () => server.stats().refusals['stream:stalled-replies'] ?? 0;
+    // Two 100 KiB items fit the 256 KiB mux window; the third waits for credit, charged to the reply budget.
+    const stalledStreams = async (count: number, unless = Number.POSITIVE_INFINITY): Promise<void> => {
+      while ([...produced.values()].filter((n) => n >= 3).length < count && stalled() < unless) await turn();
+      await turn();
+    };
+    // Four peers each stall a stream's replies (~104 KiB held), then begin a 400 KiB frame on it: the unfinished-frame
+    // budget resets the stream, and its held reply is dropped with it.
+    for (let i = 0; i < 4; i++) {
+      const stream = await (await raw()).openStream();
+      await stream.write(request);
+      await stalledStreams(i + 1);
+      await stream.write(Buffer.concat([header(400 * 1024), Buffer.alloc(210 * 1024)])).catch(() => undefined);
+      while ((server.stats().refusals['stream:budget'] ?? 0) < i + 1) await turn();
+      await turn();
+    }
+    expect(server.stats().refusals['stream:budget']).toBe(4);
+    // A fifth peer's stalled ~104 KiB fits the 512 KiB budget: nothing else holds any of it. Before, the four reset
+    // streams stayed counted (the release to 0 after that budget's eviction was never told): it was reset at once.
+    const before = stalled();
+    const victim = await (await raw()).openStream();
+    await victim.write(request);
+    await stalledStreams(5, before + 1);
+    expect(stalled()).toBe(before);
+    expect([...produced.values()].filter((n) => n >= 3)).toHaveLength(5);
+  });
+
   it('refuses a peer the gate refuses with PERMISSION_DENIED, before any handler runs', async () => {
     const network = new Map<string, ListenContext>();
     const friend = Identity.generate();

@@ -47,6 +47,27 @@ class RecordingStream implements ChannelStream {
   }
 }
 
+/** A stream whose peer takes nothing (writes wait) and sends `incoming`; a reset fails the waiting writes, as a transport's does. */
+class StalledStream implements ChannelStream {
+  readonly incoming: Uint8Array[] = [];
+  private waiting: Array<(error: AgentError) => void> = [];
+  private failure: AgentError | undefined;
+
+  write(): Promise<void> {
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise((_, reject) => this.waiting.push(reject));
+  }
+  async end(): Promise<void> {}
+  async read(): Promise<Uint8Array | undefined> {
+    if (this.failure) throw this.failure;
+    return this.incoming.shift();
+  }
+  reset(reason: AgentError): void {
+    this.failure ??= reason;
+    for (const fail of this.waiting.splice(0)) fail(reason);
+  }
+}
+
 const nextTick = (): Promise<void> => new Promise((resolve) => process.nextTick(resolve));
 const packr = new Packr({ useRecords: false, moreTypes: false, int64AsType: 'number', mapsAsObjects: true, encodeUndefinedAsNil: true });
 
@@ -229,6 +250,28 @@ describe('FramedStream write order and memory with a producer that does not wait
     expect(evicted).toHaveLength(1);
     expect(evicted[0]!.code).toBe('RESOURCE_EXHAUSTED');
     expect(sent).toBe(Math.floor((64 * 1024) / 108) + 1);
+  });
+
+  it('an eviction by the unfinished-frame budget leaves nothing of the stream in the send budget once its writes fail', async () => {
+    // One FramedStream is held by two budgets: what its peer's unfinished frame holds, and its own unsent replies.
+    const stream = new StalledStream();
+    const frames = new ByteBudget(1024, undefined, 'unfinished frames');
+    const replies = new ByteBudget(1024 * 1024, undefined, 'unread replies');
+    const framed = new FramedStream(stream, 1024 * 1024, frames, replies);
+    const reply = framed.send({ type: 'response', body: Buffer.alloc(100, 7) }).catch((error: AgentError) => error.code);
+    expect(replies.heldBytes).toBe(4 * 1024); // the held reply, told in a 4 KiB step
+    // The peer begins a frame larger than its budget: that budget evicts the stream, whose reset fails the reply.
+    const partial = Buffer.alloc(FRAME_HEADER_BYTES + 2_000);
+    partial.writeUInt32BE(10_000, 0);
+    stream.incoming.push(partial);
+    const read = framed.receive().catch((error: AgentError) => error.code);
+    expect(await reply).toBe('RESOURCE_EXHAUSTED');
+    expect(await read).toBe('RESOURCE_EXHAUSTED');
+    expect(frames.heldBytes).toBe(0);
+    // The reply budget dropped nothing itself: the stream must not be left in it (with the steps, the release to 0
+    // was not told after the eviction, and the 4 KiB stayed counted, and the stream referenced, for good).
+    expect(replies.heldBytes).toBe(0);
+    expect(replies.exhausted).toBe(false);
   });
 
   it('tells the send budget what it holds in 4 KiB steps, rounded up: never less, and not once per item', () => {

@@ -417,6 +417,7 @@ export class Agent {
     // whatever it had started is cancelled, and the deadline stops. Before, `send` threw synchronously and left
     // the call's deadline timer armed (it kept the process alive), and `stream` never settled.
     dispatchCatching(this.dispatch, call, lifecycle, failCall);
+    call.dispatched();
   }
 }
 

@@ -8,7 +8,7 @@ export interface CallInfo {
   readonly direction: 'outbound' | 'inbound';
   /** The other agent: the callee of an outbound call (resolved from `<AgentId>@<url>`), the caller of an inbound one. */
   readonly peer: AgentId;
-  /** Inbound calls: the caller's `ip:port` as the channel sees it. */
+  /** Inbound calls: the caller's `ip:port` (`[v6]:port` for IPv6) as the channel sees it. */
   readonly remoteAddress?: string;
   readonly method: string;
   readonly body: unknown;

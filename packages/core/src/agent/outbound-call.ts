@@ -119,6 +119,16 @@ export class OutboundCall implements CallInfo {
     this.outermost = handler;
   }
 
+  /**
+   * The agent's dispatch of the call returned. An abort that came before the agent's handler existed (a signal
+   * aborted already, seen by the constructor) reached no one: if no attempt took it, the call ends here, as a later
+   * abort does (an interceptor that holds the call must not keep it pending whatever the caller's signal said).
+   */
+  dispatched(): void {
+    const reason = this.aborted.reason;
+    if (reason && !this.control && !this.finished) this.outermost?.onError(reason);
+  }
+
   /** The outermost handler's `onStart`: from now on an abort of the call is passed to `control`. */
   started(control: CallControl): void {
     this.control = control;

@@ -416,7 +416,12 @@ export class FramedStream implements BudgetHolder, ChunkSink {
   }
 
   evict(reason: AgentError): void {
-    // The evicting budget dropped what it held for us: the next charge tells it again, as before the steps.
+    // Either budget may choose this stream (it holds an unfinished frame of the peer's and its own unsent replies).
+    // The reply budget, when it is the one, dropped its entry already (then this `set` does nothing); when the
+    // frame budget is, the entry is dropped here: the reset discards the unsent bytes, and with the 4 KiB steps a
+    // later release to 0 would match `chargedUnsent` and never tell it (the stream counted, and kept, for good).
+    // Either way the next charge tells the reply budget again.
+    this.sendBudget?.set(this, 0);
     this.chargedUnsent = 0;
     this.stream.reset(reason);
   }

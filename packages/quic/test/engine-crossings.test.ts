@@ -213,6 +213,20 @@ it('push reads read nothing ahead: an armed read takes at most what it asked, an
   server.release();
 });
 
+it('a stream reset locally refuses later writes with LOCAL_RESET, whether or not anything waited on it', async () => {
+  const { client, server } = await connectedPair();
+  const stream = client.tryOpenStream() ?? (await client.openStream());
+  stream.reset(8); // nothing reads or writes it: the reset is noted with no one listening
+  // Before, the engine stored the code only while a waiter listened: this write was taken (a task writing into the
+  // reset stream) instead of refused.
+  expect(() => stream.tryWriteFinish(Buffer.from('late'))).toThrow(/^LOCAL_RESET\|8/);
+  expect(() => stream.tryWrite(Buffer.from('late'))).toThrow(/^LOCAL_RESET\|8/);
+  stream.release();
+  client.close(0, 'done');
+  client.release();
+  server.release();
+});
+
 it('push reads fail with the reason: a local reset, and the peer closing the connection', async () => {
   const { client, server } = await connectedPair();
   const reads = pushReads(client);

@@ -292,7 +292,7 @@ impl QuicStream {
         if self.locally_reset().is_some() {
             return;
         }
-        let _ = self.reset.send(Some(code));
+        self.reset.send_replace(Some(code)); // stored even with no receiver (send would drop it), so locally_reset sees it
         if let Ok(mut hard) = self.hard_reset.lock() {
             *hard = Some(code);
         }
@@ -324,7 +324,7 @@ impl QuicStream {
             _ => return false,
         }
         drop(send);
-        let _ = self.reset.send(Some(code));
+        self.reset.send_replace(Some(code)); // stored even with no receiver (send would drop it), so locally_reset sees it
         let code = VarInt::from_u32(code);
         if let Ok(mut recv) = self.recv.try_lock() {
             recv.as_mut().map(|r| r.stop(code));

@@ -313,53 +313,6 @@ describe('interceptors that fail, hold or throw', () => {
     expect(seen).toEqual(['interceptor bug after next']);
   });
 
-  it("a call's deadline and signal end it while an interceptor still holds it; what it starts later is cancelled at once", async () => {
-    const network = new Map<string, ListenContext>();
-    const server = await createAgent({ channels: [memoryTransport(network, 'server')] });
-    let served = 0;
-    server.handle('add', ({ a, b }: { a: number; b: number }) => (served++, a + b));
-    server.handleStream('count', async function* (n: number) {
-      served++;
-      for (let i = 0; i < n; i++) yield i;
-    });
-    // An interceptor that awaits something before calling next (a token fetch that hangs): the call's own deadline
-    // and signal must still end it on time. Before, the call waited for the interceptor, whatever its deadline.
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    const holding: Interceptor = (next) => async (call, handler) => {
-      await held;
-      next(call, handler);
-    };
-    const seen: string[] = [];
-    const tap: Interceptor = (next) => (call, handler) => next(call, tapHandler(handler, { onError: (error) => void seen.push(error.code) }));
-    const client = await createAgent({ channels: [memoryTransport(network)], interceptors: [tap, holding] });
-    agents.push(server, client);
-    const address = server.addresses[0]!;
-    const turn = () => new Promise((resolve) => setImmediate(resolve));
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    try {
-      const before = vi.getTimerCount();
-      let outcome: unknown = 'pending';
-      void client.send(address, 'add', { a: 1, b: 2 }, { timeoutMs: 50 }).then((value) => (outcome = value), (error: AgentError) => (outcome = error.code));
-      const cancelled = new AbortController();
-      let streamed: unknown = 'pending';
-      void client.stream(address, 'count', 3, { signal: cancelled.signal })[Symbol.asyncIterator]().next().then((value) => (streamed = value), (error: AgentError) => (streamed = error.code));
-      vi.advanceTimersByTime(50);
-      cancelled.abort();
-      await turn();
-      expect([outcome, streamed]).toEqual(['DEADLINE_EXCEEDED', 'CANCELLED']);
-      expect(vi.getTimerCount()).toBe(before); // the deadline's timer is gone
-      release(); // the interceptor lets both calls through late: their attempts end before sending anything
-      await vi.waitFor(() => expect(seen.sort()).toEqual(['CANCELLED', 'DEADLINE_EXCEEDED'])); // the tap hears each once
-      await turn();
-      expect(served).toBe(0);
-      expect([outcome, streamed]).toEqual(['DEADLINE_EXCEEDED', 'CANCELLED']);
-    } finally {
-      vi.useRealTimers();
-    }
-    expect(await client.send(address, 'add', { a: 1, b: 2 })).toBe(3);
-  });
-
   it('an interceptor that throws after starting its attempt, called later by a rate limit, is reported once to the interceptors before it', async () => {
     const network = new Map<string, ListenContext>();
     const server = await createAgent({ channels: [memoryTransport(network, 'server')] });
@@ -385,13 +338,19 @@ describe('interceptors that fail, hold or throw', () => {
     expect(seen).toEqual(['interceptor bug after next']);
   });
 
-  it('a call whose signal was aborted before it started ends at once while an interceptor holds it', async () => {
+  /**
+   * A server counting what it serves, and a client whose interceptor holds every call until `release` (a token
+   * fetch that hangs), behind a tap that records the error codes the interceptors before it hear.
+   */
+  async function heldCalls() {
     const network = new Map<string, ListenContext>();
     const server = await createAgent({ channels: [memoryTransport(network, 'server')] });
-    let served = 0;
-    server.handle('add', ({ a, b }: { a: number; b: number }) => (served++, a + b));
-    // The abort comes before the agent's handler of the call exists (OutboundCall's constructor): a holding
-    // interceptor (a token fetch that hangs) kept the call pending, whatever the caller's signal said.
+    const counts = { served: 0 };
+    server.handle('add', ({ a, b }: { a: number; b: number }) => (counts.served++, a + b));
+    server.handleStream('count', async function* (n: number) {
+      counts.served++;
+      for (let i = 0; i < n; i++) yield i;
+    });
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
     const holding: Interceptor = (next) => async (call, handler) => {
@@ -402,19 +361,55 @@ describe('interceptors that fail, hold or throw', () => {
     const tap: Interceptor = (next) => (call, handler) => next(call, tapHandler(handler, { onError: (error) => void seen.push(error.code) }));
     const client = await createAgent({ channels: [memoryTransport(network)], interceptors: [tap, holding] });
     agents.push(server, client);
-    const address = server.addresses[0]!;
-    const turn = () => new Promise((resolve) => setImmediate(resolve));
-    let outcome: unknown = 'pending';
-    void client.send(address, 'add', { a: 1, b: 2 }, { signal: AbortSignal.abort() }).then((value) => (outcome = value), (error: AgentError) => (outcome = error.code));
-    let streamed: unknown = 'pending';
-    void client.stream(address, 'add', { a: 1, b: 2 }, { signal: AbortSignal.abort() })[Symbol.asyncIterator]().next().then((value) => (streamed = value), (error: AgentError) => (streamed = error.code));
+    return { client, address: server.addresses[0]!, counts, release, seen };
+  }
+
+  /** What a call came to so far: its value, its error code, or 'pending'. */
+  function outcomeOf(call: Promise<unknown>): { value: unknown } {
+    const outcome = { value: 'pending' as unknown };
+    void call.then((value) => (outcome.value = value), (error: AgentError) => (outcome.value = error.code));
+    return outcome;
+  }
+
+  const turn = () => new Promise((resolve) => setImmediate(resolve));
+
+  it("a call's deadline and signal end it while an interceptor still holds it; what it starts later is cancelled at once", async () => {
+    // The call's own deadline and signal must end it on time. Before, the call waited for the interceptor.
+    const { client, address, counts, release, seen } = await heldCalls();
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const before = vi.getTimerCount();
+      const sent = outcomeOf(client.send(address, 'add', { a: 1, b: 2 }, { timeoutMs: 50 }));
+      const cancelled = new AbortController();
+      const streamed = outcomeOf(client.stream(address, 'count', 3, { signal: cancelled.signal })[Symbol.asyncIterator]().next());
+      vi.advanceTimersByTime(50);
+      cancelled.abort();
+      await turn();
+      expect([sent.value, streamed.value]).toEqual(['DEADLINE_EXCEEDED', 'CANCELLED']);
+      expect(vi.getTimerCount()).toBe(before); // the deadline's timer is gone
+      release(); // the interceptor lets both calls through late: their attempts end before sending anything
+      await vi.waitFor(() => expect(seen.sort()).toEqual(['CANCELLED', 'DEADLINE_EXCEEDED'])); // the tap hears each once
+      await turn();
+      expect(counts.served).toBe(0);
+      expect([sent.value, streamed.value]).toEqual(['DEADLINE_EXCEEDED', 'CANCELLED']);
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(await client.send(address, 'add', { a: 1, b: 2 })).toBe(3);
+  });
+
+  it('a call whose signal was aborted before it started ends at once while an interceptor holds it', async () => {
+    // The abort comes before the agent's handler of the call exists (OutboundCall's constructor).
+    const { client, address, counts, release, seen } = await heldCalls();
+    const sent = outcomeOf(client.send(address, 'add', { a: 1, b: 2 }, { signal: AbortSignal.abort() }));
+    const streamed = outcomeOf(client.stream(address, 'add', { a: 1, b: 2 }, { signal: AbortSignal.abort() })[Symbol.asyncIterator]().next());
     await turn();
-    expect([outcome, streamed]).toEqual(['CANCELLED', 'CANCELLED']);
+    expect([sent.value, streamed.value]).toEqual(['CANCELLED', 'CANCELLED']);
     release(); // let through late, the attempts end before sending anything
     await vi.waitFor(() => expect(seen).toEqual(['CANCELLED', 'CANCELLED'])); // the tap hears each once
     await turn();
-    expect(served).toBe(0);
-    expect([outcome, streamed]).toEqual(['CANCELLED', 'CANCELLED']);
+    expect(counts.served).toBe(0);
+    expect([sent.value, streamed.value]).toEqual(['CANCELLED', 'CANCELLED']);
   });
 
   it('an async interceptor that rejects fails its call, outbound and inbound, not the process', async () => {

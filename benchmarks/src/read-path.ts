@@ -14,12 +14,11 @@
  * -C benchmarks/.builds/rp/main` (benchmarks/.builds is not committed).
  */
 import { parseArgs } from 'node:util';
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import type { FramedStream as FramedStreamType } from '../../packages/core/src/wire/framed-stream.js';
 import type { StreamItems as StreamItemsType } from '../../packages/core/src/agent/call-results.js';
 import type * as Codec from '../../packages/core/src/wire/codec.js';
 import type { ChannelStream } from '../../packages/core/src/channel.js';
+import { coreSourceUrl, DEFAULT_CORE_SOURCES } from './core-sources.js';
 import { median } from './median.js';
 
 const { values } = parseArgs({
@@ -28,10 +27,10 @@ const { values } = parseArgs({
     calls: { type: 'string', default: '1000' },
     rounds: { type: 'string', default: '7' },
     // core's sources to measure (a copy of packages/core/src from another commit, for A/B runs in turn)
-    core: { type: 'string', default: new URL('../../packages/core/src', import.meta.url).pathname },
+    core: { type: 'string', default: DEFAULT_CORE_SOURCES },
   },
 });
-const coreUrl = (file: string): string => pathToFileURL(resolve(values.core, file)).href;
+const coreUrl = (file: string): string => coreSourceUrl(values.core, file);
 const { FramedStream } = (await import(coreUrl('wire/framed-stream.ts'))) as { FramedStream: typeof FramedStreamType };
 const { encodeFrame, encodeSmallItem } = (await import(coreUrl('wire/codec.ts'))) as typeof Codec;
 const { StreamItems } = (await import(coreUrl('agent/call-results.ts'))) as { StreamItems: typeof StreamItemsType };

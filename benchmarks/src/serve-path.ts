@@ -10,11 +10,10 @@
  * `--core DIR`: another copy of packages/core/src inside the workspace, as for `read-path`.
  */
 import { parseArgs } from 'node:util';
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import type { FramedStream as FramedStreamType } from '../../packages/core/src/wire/framed-stream.js';
 import type { ChannelBudgets as ChannelBudgetsType } from '../../packages/core/src/agent/byte-budget.js';
 import type { ChannelStream, Channel } from '../../packages/core/src/channel.js';
+import { coreSourceUrl, DEFAULT_CORE_SOURCES } from './core-sources.js';
 import { median } from './median.js';
 
 const { values } = parseArgs({
@@ -22,10 +21,10 @@ const { values } = parseArgs({
     tokens: { type: 'string', default: '1000' },
     calls: { type: 'string', default: '1000' },
     rounds: { type: 'string', default: '7' },
-    core: { type: 'string', default: new URL('../../packages/core/src', import.meta.url).pathname },
+    core: { type: 'string', default: DEFAULT_CORE_SOURCES },
   },
 });
-const coreUrl = (file: string): string => pathToFileURL(resolve(values.core, file)).href;
+const coreUrl = (file: string): string => coreSourceUrl(values.core, file);
 const { FramedStream } = (await import(coreUrl('wire/framed-stream.ts'))) as { FramedStream: typeof FramedStreamType };
 const { WRITTEN } = (await import(coreUrl('wire/written.ts'))) as { WRITTEN: Promise<void> };
 const { ChannelBudgets } = (await import(coreUrl('agent/byte-budget.ts'))) as { ChannelBudgets: typeof ChannelBudgetsType };

@@ -338,6 +338,29 @@ describe('interceptors that fail, hold or throw', () => {
     expect(seen).toEqual(['interceptor bug after next']);
   });
 
+  it('an async interceptor that starts its attempt and then rejects is reported once to the interceptors before it', async () => {
+    const network = new Map<string, ListenContext>();
+    const server = await createAgent({ channels: [memoryTransport(network, 'server')] });
+    server.handle('slow', () => new Promise(() => undefined));
+    const seen: string[] = [];
+    const tap: Interceptor = (next) => (call, handler) => next(call, tapHandler(handler, { onError: (error) => void seen.push(error.message) }));
+    let rejectAfterStart: (error: Error) => void = () => undefined;
+    // `Dispatch` allows an async interceptor: it starts the attempt, then its promise rejects (a failed audit write).
+    const rejecting: Interceptor = (next) => async (call, handler) => {
+      next(call, handler);
+      await new Promise<never>((_, reject) => (rejectAfterStart = reject));
+    };
+    const client = await createAgent({ channels: [memoryTransport(network)], interceptors: [tap, rejecting] });
+    agents.push(server, client);
+    const outcome = client.send(server.addresses[0]!, 'slow', null).then(() => 'answered', (error: AgentError) => error.message);
+    await new Promise((resolve) => setImmediate(resolve)); // the attempt's request is out
+    rejectAfterStart(new Error('audit write failed'));
+    expect(await outcome).toBe('audit write failed');
+    await new Promise((resolve) => setImmediate(resolve));
+    // The rejection and the cancelled attempt's failure both reach the tap's handler: it hears one. Before, two.
+    expect(seen).toEqual(['audit write failed']);
+  });
+
   /**
    * A server counting what it serves, and a client whose interceptor holds every call until `release` (a token
    * fetch that hangs), behind a tap that records the error codes the interceptors before it hear.

@@ -97,15 +97,17 @@ export function dispatchCatching(dispatch: Dispatch, call: CallInfo, handler: Ca
  * exception, ending the process, and the call would never settle). Called while the agent dispatches the call, the
  * throw goes on up to `dispatchCatching`, which fails the call once, at its outermost handler.
  *
- * Called later, `fail` aborts the call, and an attempt the thrower had started reports that abort through the same
- * handler: the interceptors before it heard the failure twice (a breaker counted two, a tap logged two), so there
- * the handler hears the first end only. Not on the agent's own dispatch, which is every call's path.
+ * `fail` aborts the call, and an attempt the failing interceptor had started reports that abort through the
+ * handler it was given: the interceptors before it would hear the failure twice (a breaker counted two, a tap
+ * logged two), from a later throw or from an async interceptor's rejection, whenever it comes. So the handler
+ * passed on hears the first end only. Not on the agent's own dispatch, which is every call's path: only calls
+ * that go through interceptors pay for the one object.
  */
 export function failingItsCall(interceptor: Interceptor, fail: FailCall): Interceptor {
   return (next) =>
     interceptor((call, handler) => {
       const now = call === dispatching;
-      const to = now ? handler : endingOnce(handler);
+      const to = new EndingOnce(handler);
       try {
         failOnRejection(next(call, to), call, to, fail);
       } catch (error) {
@@ -116,27 +118,34 @@ export function failingItsCall(interceptor: Interceptor, fail: FailCall): Interc
 }
 
 /** `handler`, passed the first of `onEnd` and `onError` only, and nothing after it. */
-function endingOnce(handler: CallHandler): CallHandler {
-  let ended = false;
-  return {
-    onStart: (control) => {
-      if (!ended) handler.onStart?.(control);
-    },
-    onResponse: (body) => {
-      if (!ended) handler.onResponse?.(body);
-    },
-    onItem: (item, size) => (ended ? undefined : handler.onItem?.(item, size)),
-    onEnd: () => {
-      if (ended) return;
-      ended = true;
-      handler.onEnd();
-    },
-    onError: (error) => {
-      if (ended) return;
-      ended = true;
-      handler.onError(error);
-    },
-  };
+class EndingOnce implements CallHandler {
+  private ended = false;
+
+  constructor(private readonly handler: CallHandler) {}
+
+  onStart(control: CallControl): void {
+    if (!this.ended) this.handler.onStart?.(control);
+  }
+
+  onResponse(body: unknown): void {
+    if (!this.ended) this.handler.onResponse?.(body);
+  }
+
+  onItem(item: unknown, size?: number): void | Promise<void> {
+    return this.ended ? undefined : this.handler.onItem?.(item, size);
+  }
+
+  onEnd(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.handler.onEnd();
+  }
+
+  onError(error: AgentError): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.handler.onError(error);
+  }
 }
 
 /** What an interceptor returned: a promise (an async interceptor, which `Dispatch` allows) fails the call if it rejects. */

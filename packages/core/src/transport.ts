@@ -24,7 +24,8 @@ export type { PeerCertificateSource, TlsCredentials } from './identity/certifica
 export { MuxedChannel } from './mux/muxed-channel.js';
 export { muxOverStream } from './mux/mux-over-stream.js';
 export { MUX_HEADER_BYTES } from './mux/mux-frame.js';
-export type { MessagePipe, MuxedChannelInit, MuxOptions } from './mux/muxed-channel.js';
+export type { MessagePipe, MuxedChannelInit } from './mux/muxed-channel.js';
+export { resolveMuxOptions, type MuxOptions, type ResolvedMuxOptions } from './mux/mux-options.js';
 export { DEFAULT_MAX_FRAME_SIZE, FRAME_HEADER_BYTES, decodePayload, encodeFrame } from './wire/codec.js';
 export { FrameDecoder } from './wire/frame-decoder.js';
 export { WRITTEN } from './wire/written.js';

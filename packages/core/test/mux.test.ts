@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { AgentError, Identity } from '../src/index.js';
-import { MuxedChannel, type ChannelStream } from '../src/transport.js';
+import { MuxedChannel, resolveMuxOptions, type ChannelStream, type MuxOptions } from '../src/transport.js';
 import { recordingMux } from './recording-mux.js';
 
 /** Two multiplexers joined by an in-memory pipe that delivers asynchronously, like a socket. */
-type PairOptions = { window?: number; maxInboundStreams?: number };
+type PairOptions = MuxOptions;
 
 /** `options` for both sides, or `listenerOptions` for the listener (b) when given. */
 function pair(options: PairOptions = {}, listenerOptions: PairOptions = options) {
@@ -90,6 +90,22 @@ describe('mux', () => {
 
   it('a window below the initial 256 KiB is refused with INVALID_ARGUMENT', () => {
     expect(() => pair({ window: 1000 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+  });
+
+  it('each limit option is checked: a value that is not a usable integer is refused with INVALID_ARGUMENT, naming it', () => {
+    const invalid: Array<[keyof MuxOptions, number]> = [
+      ['maxChunk', 0], // a write of pieces of no bytes looped forever, without yielding
+      ['maxChunk', 1.5],
+      ['maxChunk', Number.NaN],
+      ['maxInboundStreams', -1],
+      ['highWaterMark', 0],
+      ['maxUnsentBytes', Number.POSITIVE_INFINITY],
+    ];
+    for (const [name, value] of invalid) {
+      expect(() => resolveMuxOptions({ [name]: value })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining(`mux.${name}`) }));
+      expect(() => pair({ [name]: value })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    }
+    expect(resolveMuxOptions({ maxChunk: 1, maxInboundStreams: 0 })).toMatchObject({ maxChunk: 1, maxInboundStreams: 0, window: 256 * 1024, maxUnsentBytes: 4 * 1024 * 1024 });
   });
 
   it('a reset reaches the peer with its code and fails local reads with the local reason', async () => {

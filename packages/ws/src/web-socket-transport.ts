@@ -13,6 +13,7 @@ import {
   type DialContext,
   type ListenContext,
   type Listener,
+  resolveMuxOptions,
   type MuxOptions,
   MUX_HEADER_BYTES,
 } from '@agentlink/core/transport';
@@ -84,7 +85,9 @@ const frameBounds = { maxPendingAutoPongs: MAX_PENDING_PONGS, maxFragments: MAX_
  */
 export function webSocket(options: WebSocketOptions = {}): Transport {
   const path = options.path ?? DEFAULT_PATH;
-  const maxPayload = options.maxPayload ?? MUX_HEADER_BYTES + Math.max(PROTOCOL_MAX_CHUNK, options.mux?.maxChunk ?? 0);
+  // Checked here, so a mistake fails `webSocket({ mux })` itself rather than every connection later.
+  const mux = resolveMuxOptions(options.mux);
+  const maxPayload = options.maxPayload ?? MUX_HEADER_BYTES + Math.max(PROTOCOL_MAX_CHUNK, mux.maxChunk);
   const listens = options.port !== undefined || options.host !== undefined;
 
   return {
@@ -134,7 +137,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
             role: 'listener',
             onStream: context.onStream,
             onRefused: context.onRefused,
-            mux: options.mux,
+            mux,
           });
           context.onChannel(channel);
         });
@@ -205,7 +208,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
               role: 'dialer',
               onStream: context.onStream,
               onRefused: context.onRefused,
-              mux: options.mux,
+              mux,
             }),
           );
         });

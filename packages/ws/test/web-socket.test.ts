@@ -15,6 +15,11 @@ const Sender = (wsModule as unknown as { Sender: FrameWriter }).Sender;
 import { webSocket } from '../src/index.js';
 
 describe('ws channel specifics', () => {
+  it('an invalid mux option fails webSocket() itself, not each connection later', () => {
+    expect(() => webSocket({ mux: { maxChunk: 0 } })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('mux.maxChunk') }));
+    expect(() => webSocket({ port: 0, mux: { window: 1000 } })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+  });
+
   let server: Agent;
   let url: string;
 

@@ -14,6 +14,7 @@ import {
   MuxFrameFlag,
   MuxFrameType,
 } from './mux-frame.js';
+import { resolveMuxOptions, type MuxOptions } from './mux-options.js';
 import { MuxStream, type MuxStreamHost } from './mux-stream.js';
 import { readU32 } from '../util/bytes.js';
 import { WeightedPriorityQueue } from '../scheduler/priority-queue.js';
@@ -50,35 +51,6 @@ export interface MessagePipe {
  * pipe may hold more than the mark with no other message in it.
  */
 const PIPE_OWN_BYTES = 8 * 1024;
-
-/** Flow-control and limit options of the mux. */
-export interface MuxOptions {
-  /** Per-stream receive window in bytes (default and minimum 256 KiB); a larger one is announced to the peer. */
-  window?: number;
-  /**
-   * Auto-tuning: a stream's receive window doubles while its reader consumes half of it in under two round trips,
-   * up to `maxWindow` bytes (default 16 MiB; equal to `window` = off), so one stream fills a long fat path
-   * (100 Mbit/s at 80 ms RTT needs ~1 MiB). All streams of a channel together grow by at most
-   * `maxChannelWindowGrowth` bytes (default 32 MiB): the bound on what auto-tuning lets one peer make us hold.
-   */
-  maxWindow?: number;
-  maxChannelWindowGrowth?: number;
-  /**
-   * Largest DATA frame body this side sends (default 64 KiB). A WebSocket peer takes messages up to 5 bytes more
-   * than its own (at least 64 KiB) and closes the connection with 1009 on a larger one: set it alike on both sides.
-   */
-  maxChunk?: number;
-  /** Streams the peer may have open at once (default 1024); more are refused with RESOURCE_EXHAUSTED. */
-  maxInboundStreams?: number;
-  /** Writers wait while the pipe holds more than this many unsent bytes (default 1 MiB). */
-  highWaterMark?: number;
-  /**
-   * Unsent bytes past which the peer counts as not reading (default 4 × highWaterMark): control frames (window
-   * updates, resets, refusals) do not wait for room, so a peer that stops reading and keeps sending could
-   * otherwise make them pile up. Past it the channel is closed with RESOURCE_EXHAUSTED.
-   */
-  maxUnsentBytes?: number;
-}
 
 /** What a {@link MuxedChannel} is built from: the pipe, the peer, the options and the callbacks for accepted streams and refusals. */
 export interface MuxedChannelInit extends MuxOptions {
@@ -146,22 +118,14 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     this.initiator = init.role === 'dialer' ? 'local' : 'remote';
     this.pipe = init.pipe;
     this.onStream = init.onStream;
-    this.window = init.window ?? INITIAL_WINDOW;
-    if (!Number.isSafeInteger(this.window) || this.window < INITIAL_WINDOW || this.window > 0xffff_ffff) {
-      throw new AgentError('INVALID_ARGUMENT', `mux.window must be an integer from ${INITIAL_WINDOW} to ${0xffff_ffff}, got ${String(init.window)}`);
-    }
-    this.maxWindow = init.maxWindow ?? Math.max(this.window, 16 * 1024 * 1024);
-    if (!Number.isSafeInteger(this.maxWindow) || this.maxWindow < this.window || this.maxWindow > 0xffff_ffff) {
-      throw new AgentError('INVALID_ARGUMENT', `mux.maxWindow must be an integer from mux.window (${this.window}) to ${0xffff_ffff}, got ${String(init.maxWindow)}`);
-    }
-    this.maxWindowGrowth = init.maxChannelWindowGrowth ?? 32 * 1024 * 1024;
-    if (!Number.isSafeInteger(this.maxWindowGrowth) || this.maxWindowGrowth < 0) {
-      throw new AgentError('INVALID_ARGUMENT', `mux.maxChannelWindowGrowth must be a non-negative integer, got ${String(init.maxChannelWindowGrowth)}`);
-    }
-    this.maxChunk = init.maxChunk ?? 64 * 1024;
-    this.maxInboundStreams = init.maxInboundStreams ?? 1024;
-    this.highWaterMark = init.highWaterMark ?? 1024 * 1024;
-    this.maxUnsentBytes = init.maxUnsentBytes ?? 4 * this.highWaterMark;
+    const options = resolveMuxOptions(init);
+    this.window = options.window;
+    this.maxWindow = options.maxWindow;
+    this.maxWindowGrowth = options.maxChannelWindowGrowth;
+    this.maxChunk = options.maxChunk;
+    this.maxInboundStreams = options.maxInboundStreams;
+    this.highWaterMark = options.highWaterMark;
+    this.maxUnsentBytes = options.maxUnsentBytes;
     this.onRefused = init.onRefused;
     this.nextId = init.role === 'dialer' ? 1 : 2;
     this.closed = new Promise((resolve) => (this.resolveClosed = resolve));

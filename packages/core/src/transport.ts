@@ -41,3 +41,4 @@ export { refusalKey } from './listener/refusal.js';
 export type { Refusal, RefusalStage } from './listener/refusal.js';
 export { TlsListenerGuard, addressOf } from './listener/tls-listener-guard.js';
 export type { TlsListenerGuardOptions } from './listener/tls-listener-guard.js';
+export { integerInRange, MAX_TIMER_MS, nonNegativeInteger, nonNegativeNumber, positiveInteger, positiveNumber } from './util/options.js';

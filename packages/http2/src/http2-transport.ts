@@ -8,6 +8,8 @@ import {
   abortReason,
   addressOf,
   authenticatePeer,
+  integerInRange,
+  MAX_TIMER_MS,
   secureContextOf,
   type Channel,
   type DialContext,
@@ -47,6 +49,8 @@ export interface Http2Options {
   limits?: ListenerLimits;
 }
 
+/** The largest flow-control window HTTP/2 allows (RFC 9113, 6.9.1). */
+const HTTP2_MAX_WINDOW = 2 ** 31 - 1;
 /** The GOAWAY a client without an agent certificate gets. */
 const UNAUTHENTICATED_GOAWAY = toHttp2Code('UNAUTHENTICATED');
 function ignore(): void {}
@@ -57,10 +61,17 @@ function ignore(): void {}
  */
 export function http2(options: Http2Options = {}): Transport {
   const listens = options.port !== undefined || options.host !== undefined;
-  const streamWindow = options.streamWindow ?? 8 * 1024 * 1024;
-  const sessionWindow = options.sessionWindow ?? 32 * 1024 * 1024;
-  const settings = { initialWindowSize: streamWindow, maxConcurrentStreams: options.maxConcurrentStreams ?? 1000, enablePush: false };
-  const keepalive = new Keepalive({ intervalMs: options.keepaliveIntervalMs ?? 15_000, timeoutMs: options.keepaliveTimeoutMs ?? 10_000 });
+  // Each option checked here (undici's style), not where node would throw at a connection or, for a timer, fire
+  // after 1 ms instead: HTTP/2 windows are at most 2^31 − 1 (RFC 9113), stream counts fit 32 bits.
+  const streamWindow = integerInRange('http2 option streamWindow', options.streamWindow, 8 * 1024 * 1024, 1, HTTP2_MAX_WINDOW);
+  const sessionWindow = integerInRange('http2 option sessionWindow', options.sessionWindow, 32 * 1024 * 1024, 1, HTTP2_MAX_WINDOW);
+  const maxConcurrentStreams = integerInRange('http2 option maxConcurrentStreams', options.maxConcurrentStreams, 1000, 1, 0xffff_ffff);
+  const settings = { initialWindowSize: streamWindow, maxConcurrentStreams, enablePush: false };
+  const keepalive = new Keepalive({
+    intervalMs: integerInRange('http2 option keepaliveIntervalMs', options.keepaliveIntervalMs, 15_000, 0, MAX_TIMER_MS),
+    timeoutMs: integerInRange('http2 option keepaliveTimeoutMs', options.keepaliveTimeoutMs, 10_000, 1, MAX_TIMER_MS),
+  });
+  const connectTimeoutMs = integerInRange('http2 option connectTimeoutMs', options.connectTimeoutMs, 5000, 1, MAX_TIMER_MS);
   // nghttp2 refuses new streams once a session holds this much: size it for the windows above.
   const maxSessionMemory = Math.ceil((sessionWindow * 2) / (1024 * 1024)) + 16;
   const maxSessionBuffered = options.maxSessionBuffered ?? DEFAULT_MAX_SESSION_BUFFERED;
@@ -157,8 +168,7 @@ export function http2(options: Http2Options = {}): Transport {
           session.destroy();
           reject(error);
         };
-        const timeoutMs = options.connectTimeoutMs ?? 5000;
-        const timer = setTimeout(() => fail(new AgentError('UNAVAILABLE', `no HTTP/2 session with ${address.host} within ${timeoutMs} ms`)), timeoutMs);
+        const timer = setTimeout(() => fail(new AgentError('UNAVAILABLE', `no HTTP/2 session with ${address.host} within ${connectTimeoutMs} ms`)), connectTimeoutMs);
         const onAbort = (): void => fail(abortReason(context.signal));
         if (context.signal.aborted) return onAbort();
         context.signal.addEventListener('abort', onAbort, { once: true });

@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { AgentError, Identity, createAgent, type Agent } from '@agentlink/core';
 import { encodeFrame, selfSignedCertificate } from '@agentlink/core/transport';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { http2 } from '../src/index.js';
+import { http2, type Http2Options } from '../src/index.js';
 import { toHttp2Code } from '../src/reset-codes.js';
 import { DEFAULT_MAX_SESSION_BUFFERED } from '../src/http2-channel.js';
 import { expectPerIpPlaceFreed, nextRefusal, requireTool, startAgentProcess, strangerCertificate, tcp, type AgentProcess, type PemFiles } from './hostile-helpers.js';
@@ -228,6 +228,23 @@ describe('HTTP/2 listener against hostile peers', () => {
     it('limits are validated: a non-positive value is INVALID_ARGUMENT', async () => {
       const error = await createAgent({ channels: [http2({ port: 0, limits: { maxConnections: 0 } })] }).catch((e: unknown) => e);
       expect((error as AgentError).code).toBe('INVALID_ARGUMENT');
+    });
+
+    it("each option is checked when the transport is made: windows within HTTP/2's range, timers within node's", () => {
+      const invalid: Array<[keyof Http2Options, number]> = [
+        ['streamWindow', 0],
+        ['streamWindow', 2 ** 31], // above RFC 9113's largest window: node threw at each connection
+        ['sessionWindow', Number.NaN],
+        ['maxConcurrentStreams', 0],
+        ['keepaliveIntervalMs', Number.NaN], // setInterval(NaN) pinged every millisecond
+        ['keepaliveIntervalMs', 2 ** 31], // node's timers fire after 1 ms above 2^31 − 1
+        ['keepaliveTimeoutMs', 0],
+        ['connectTimeoutMs', -1],
+      ];
+      for (const [name, value] of invalid) {
+        expect(() => http2({ [name]: value })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining(name) }));
+      }
+      expect(() => http2({ keepaliveIntervalMs: 0, streamWindow: 2 ** 31 - 1 })).not.toThrow(); // 0 turns pings off
     });
   });
 });

@@ -13,6 +13,7 @@ import {
   type DialContext,
   type ListenContext,
   type Listener,
+  positiveInteger,
   resolveMuxOptions,
   type MuxOptions,
   MUX_HEADER_BYTES,
@@ -87,7 +88,8 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
   const path = options.path ?? DEFAULT_PATH;
   // Checked here, so a mistake fails `webSocket({ mux })` itself rather than every connection later.
   const mux = resolveMuxOptions(options.mux);
-  const maxPayload = options.maxPayload ?? MUX_HEADER_BYTES + Math.max(PROTOCOL_MAX_CHUNK, mux.maxChunk);
+  // ws reads maxPayload 0 as "no limit": refused here, so no setting lifts the bound on an unfinished message.
+  const maxPayload = positiveInteger('ws option maxPayload', options.maxPayload, MUX_HEADER_BYTES + Math.max(PROTOCOL_MAX_CHUNK, mux.maxChunk));
   const listens = options.port !== undefined || options.host !== undefined;
 
   return {

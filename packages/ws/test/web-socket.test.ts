@@ -18,6 +18,8 @@ describe('ws channel specifics', () => {
   it('an invalid mux option fails webSocket() itself, not each connection later', () => {
     expect(() => webSocket({ mux: { maxChunk: 0 } })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('mux.maxChunk') }));
     expect(() => webSocket({ port: 0, mux: { window: 1000 } })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    // ws reads maxPayload 0 as no limit at all on an unfinished message.
+    expect(() => webSocket({ port: 0, maxPayload: 0 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('maxPayload') }));
   });
 
   let server: Agent;

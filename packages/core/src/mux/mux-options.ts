@@ -1,5 +1,6 @@
 import { AgentError } from '../errors.js';
 import { INITIAL_WINDOW } from './mux-frame.js';
+import { integerInRange, nonNegativeInteger, positiveInteger } from '../util/options.js';
 
 /** Flow-control and limit options of the mux. */
 export interface MuxOptions {
@@ -53,20 +54,10 @@ export function resolveMuxOptions(options: MuxOptions = {}): ResolvedMuxOptions 
   if (!Number.isSafeInteger(maxChannelWindowGrowth) || maxChannelWindowGrowth < 0) {
     throw new AgentError('INVALID_ARGUMENT', `mux.maxChannelWindowGrowth must be a non-negative integer, got ${String(options.maxChannelWindowGrowth)}`);
   }
-  const maxChunk = positiveInteger('maxChunk', options.maxChunk, 64 * 1024, MAX_U32);
-  const maxInboundStreams = options.maxInboundStreams ?? 1024;
-  if (!Number.isSafeInteger(maxInboundStreams) || maxInboundStreams < 0) {
-    throw new AgentError('INVALID_ARGUMENT', `mux.maxInboundStreams must be a non-negative integer, got ${String(options.maxInboundStreams)}`);
-  }
-  const highWaterMark = positiveInteger('highWaterMark', options.highWaterMark, 1024 * 1024, Number.MAX_SAFE_INTEGER);
-  const maxUnsentBytes = positiveInteger('maxUnsentBytes', options.maxUnsentBytes, 4 * highWaterMark, Number.MAX_SAFE_INTEGER);
+  const maxChunk = integerInRange('mux.maxChunk', options.maxChunk, 64 * 1024, 1, MAX_U32);
+  const maxInboundStreams = nonNegativeInteger('mux.maxInboundStreams', options.maxInboundStreams, 1024);
+  const highWaterMark = positiveInteger('mux.highWaterMark', options.highWaterMark, 1024 * 1024);
+  const maxUnsentBytes = positiveInteger('mux.maxUnsentBytes', options.maxUnsentBytes, 4 * highWaterMark);
   return { window, maxWindow, maxChannelWindowGrowth, maxChunk, maxInboundStreams, highWaterMark, maxUnsentBytes };
 }
 
-function positiveInteger(name: keyof MuxOptions, value: number | undefined, fallback: number, max: number): number {
-  const resolved = value ?? fallback;
-  if (!Number.isSafeInteger(resolved) || resolved < 1 || resolved > max) {
-    throw new AgentError('INVALID_ARGUMENT', `mux.${name} must be an integer from 1 to ${max}, got ${String(value)}`);
-  }
-  return resolved;
-}

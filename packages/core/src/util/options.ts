@@ -35,3 +35,16 @@ export function nonNegativeNumber(name: string, value: number | undefined, fallb
   if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) throw invalid(name, 'a non-negative number', value);
   return value;
 }
+
+/** An integer from `min` to `max` (a protocol field's range, a timer's), or `fallback` when absent. */
+export function integerInRange(name: string, value: number | undefined, fallback: number, min: number, max: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value < min || value > max) throw invalid(name, `an integer from ${min} to ${max}`, value);
+  return value;
+}
+
+/**
+ * The longest delay node's timers take (2^31 − 1 ms, ~24.8 days): a longer one fires after 1 ms instead, with a
+ * warning, so an interval or timeout option above it would do the opposite of what was asked.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;

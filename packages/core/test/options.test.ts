@@ -27,9 +27,12 @@ describe('options are validated one by one, naming the option and the value', ()
     // Zero calls per channel would make every call wait for its deadline: refused up front.
     expect(await agentWith({ maxCallsPerChannel: 0 })).toBe('maxCallsPerChannel must be a positive integer, got 0');
     expect(await agentWith({ maxChannelsPerPeer: 1.5 })).toBe('maxChannelsPerPeer must be a positive integer, got 1.5');
-    expect(await agentWith({ idleTimeoutMs: -1 })).toBe('idleTimeoutMs must be a non-negative integer, got -1');
+    expect(await agentWith({ idleTimeoutMs: -1 })).toBe('idleTimeoutMs must be an integer from 0 to 2147483647, got -1');
+    // Timer periods above node's longest delay fire after 1 ms: a health check of every channel, every millisecond.
+    expect(await agentWith({ healthCheckIntervalMs: 2 ** 31 })).toBe('healthCheckIntervalMs must be an integer from 0 to 2147483647, got 2147483648');
+    expect(await agentWith({ connectTimeoutMs: 2 ** 31 })).toBe('connectTimeoutMs must be an integer from 1 to 2147483647, got 2147483648');
     expect(await agentWith({ minChannelsPerPeer: 5, maxChannelsPerPeer: 2 })).toMatch(/minChannelsPerPeer \(5\) must not exceed/);
-    expect(await agentWith({ requestTimeoutMs: 0 })).toBe('requestTimeoutMs must be a positive integer, got 0');
+    expect(await agentWith({ requestTimeoutMs: 0 })).toBe('requestTimeoutMs must be an integer from 1 to 2147483647, got 0');
     expect(await agentWith({ maxFrameSize: Number.NaN })).toBe('maxFrameSize must be a positive integer, got NaN');
     expect(await agentWith({ defaultTimeoutMs: -5 })).toBe('defaultTimeoutMs must be a non-negative integer, got -5');
     const ok = await createAgent({ channels: [memoryTransport(new Map())], defaultTimeoutMs: Number.POSITIVE_INFINITY, idleTimeoutMs: 0 });

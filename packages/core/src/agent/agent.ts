@@ -2,7 +2,7 @@ import { AgentError, toAgentError } from '../errors.js';
 import type { Channel, ChannelPath, ChannelStream, ListenContext, Listener, Transport, TransportContext } from '../channel.js';
 import { diagnosticChannels } from '../diagnostics.js';
 import { refusalKey, type Refusal } from '../listener/refusal.js';
-import { nonNegativeInteger, positiveInteger } from '../util/options.js';
+import { integerInRange, MAX_TIMER_MS, nonNegativeInteger, positiveInteger } from '../util/options.js';
 import type { AgentId } from '../identity/agent-id.js';
 import { selfSignedCertificate } from '../identity/certificate.js';
 import { Identity } from '../identity/identity.js';
@@ -144,7 +144,7 @@ export class Agent {
     const inbound = options.inboundInterceptors ?? [];
     this.inboundDeps = {
       maxFrameSize: this.maxFrameSize,
-      requestTimeoutMs: positiveInteger('requestTimeoutMs', options.requestTimeoutMs, DEFAULT_REQUEST_TIMEOUT_MS),
+      requestTimeoutMs: integerInRange('requestTimeoutMs', options.requestTimeoutMs, DEFAULT_REQUEST_TIMEOUT_MS, 1, MAX_TIMER_MS),
       handler: (method) => this.handlers.get(method),
       budget,
       replyBudget: (channel) => replyBudgets.for(channel),
@@ -152,7 +152,7 @@ export class Agent {
       dispatch: inbound.length > 0 ? composeInterceptors(inbound.map((i) => failingItsCall(i, failServedCall)), serveCall) : undefined,
     };
     this.defaultTimeoutMs = nonNegativeNumberOrInfinity('defaultTimeoutMs', options.defaultTimeoutMs, 30_000);
-    positiveInteger('connectTimeoutMs', options.connectTimeoutMs, 10_000);
+    integerInRange('connectTimeoutMs', options.connectTimeoutMs, 10_000, 1, MAX_TIMER_MS); // a timer's delay: within node's range
     const dialer = new PeerDialer({
       transports: options.channels,
       addresses: this.addressBook,

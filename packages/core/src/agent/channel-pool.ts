@@ -4,7 +4,7 @@ import type { Channel, ChannelPath } from '../channel.js';
 import { diagnosticChannels } from '../diagnostics.js';
 import type { AgentId } from '../identity/agent-id.js';
 import { WeightedPriorityQueue } from '../scheduler/priority-queue.js';
-import { nonNegativeInteger, positiveInteger } from '../util/options.js';
+import { integerInRange, MAX_TIMER_MS, nonNegativeInteger, positiveInteger } from '../util/options.js';
 import { PRIORITIES, type Priority } from '../wire/messages.js';
 import type { PeerDialer } from './peer-dialer.js';
 
@@ -118,8 +118,9 @@ export class ChannelPool {
       minChannelsPerPeer: nonNegativeInteger('minChannelsPerPeer', options.minChannelsPerPeer, DEFAULTS.minChannelsPerPeer),
       maxChannels: positiveInteger('maxChannels', options.maxChannels, DEFAULTS.maxChannels),
       maxPendingCalls: nonNegativeInteger('maxPendingCalls', options.maxPendingCalls, DEFAULTS.maxPendingCalls),
-      idleTimeoutMs: nonNegativeInteger('idleTimeoutMs', options.idleTimeoutMs, DEFAULTS.idleTimeoutMs),
-      healthCheckIntervalMs: nonNegativeInteger('healthCheckIntervalMs', options.healthCheckIntervalMs, DEFAULTS.healthCheckIntervalMs),
+      // Timer periods: above node's longest delay an interval would run every millisecond (a health check of every channel).
+      idleTimeoutMs: integerInRange('idleTimeoutMs', options.idleTimeoutMs, DEFAULTS.idleTimeoutMs, 0, MAX_TIMER_MS),
+      healthCheckIntervalMs: integerInRange('healthCheckIntervalMs', options.healthCheckIntervalMs, DEFAULTS.healthCheckIntervalMs, 0, MAX_TIMER_MS),
     };
     if (this.limits.minChannelsPerPeer > this.limits.maxChannelsPerPeer) {
       throw new AgentError('INVALID_ARGUMENT', `minChannelsPerPeer (${this.limits.minChannelsPerPeer}) must not exceed maxChannelsPerPeer (${this.limits.maxChannelsPerPeer})`);

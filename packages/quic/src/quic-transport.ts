@@ -8,6 +8,8 @@ import {
 import {
   abortReason,
   errorCodeToNumber,
+  integerInRange,
+  MAX_TIMER_MS,
   resolveListenerLimits,
   type Channel,
   type DialContext,
@@ -78,6 +80,11 @@ let warnedUnavailable = false;
 
 const u32 = (n: number): number => Math.min(n, 0xffff_ffff);
 
+/** A number the engine takes as a u32 (at least 1), or undefined for the engine's default. */
+function engineNumber(name: keyof QuicOptions, value: number | undefined, max = 0xffff_ffff): number | undefined {
+  return value === undefined ? undefined : integerInRange(`quic option ${name}`, value, 0, 1, max);
+}
+
 /**
  * The QUIC channel, on agentlink's own engine. One UDP socket per agent both listens and dials (so two agents
  * can connect to each other at once, as hole punching needs); TLS 1.3 pins agent keys both ways. Where the
@@ -94,6 +101,13 @@ export function quic(options: QuicOptions = {}): Transport & { endpoint(): Promi
     const got = typeof options.congestion === 'string' ? JSON.stringify(options.congestion) : String(options.congestion);
     throw new AgentError('INVALID_ARGUMENT', `congestion must be one of ${CONTROLLERS.join(', ')}, got ${got}`);
   }
+  // Each number checked here (undici's style): the engine takes u32s and failed only at bind, and the connect
+  // timeout is a node timer (above its longest delay it fires after 1 ms). Absent ones keep the engine's defaults.
+  const idleTimeoutMs = engineNumber('idleTimeoutMs', options.idleTimeoutMs, MAX_TIMER_MS);
+  const streamWindow = engineNumber('streamWindow', options.streamWindow);
+  const connectionWindow = engineNumber('connectionWindow', options.connectionWindow);
+  const maxStreams = engineNumber('maxStreams', options.maxStreams);
+  const connectTimeoutMs = integerInRange('quic option connectTimeoutMs', options.connectTimeoutMs, 5000, 1, MAX_TIMER_MS);
   const listens = options.port !== undefined || options.host !== undefined;
   const limits = resolveListenerLimits(options.limits);
   let endpoint: Promise<NativeEndpoint> | undefined;
@@ -108,10 +122,10 @@ export function quic(options: QuicOptions = {}): Transport & { endpoint(): Promi
         cert: context.tls.certDer,
         key: context.tls.keyDer,
         accept,
-        idleTimeoutMs: options.idleTimeoutMs,
-        streamWindow: options.streamWindow,
-        connectionWindow: options.connectionWindow,
-        maxStreams: options.maxStreams,
+        idleTimeoutMs,
+        streamWindow,
+        connectionWindow,
+        maxStreams,
         congestion: options.congestion,
         // The engine takes u32s; larger limits mean "no limit" in practice, so they are capped rather than refused.
         maxConnections: u32(limits.maxConnections),
@@ -165,7 +179,7 @@ export function quic(options: QuicOptions = {}): Transport & { endpoint(): Promi
       endpoint ??= bind(context, false, '::', 0).catch(() => bind(context, false, '0.0.0.0', 0));
       const local = await endpoint;
       if (context.signal.aborted) throw abortReason(context.signal);
-      const timeoutMs = options.connectTimeoutMs ?? 5000;
+      const timeoutMs = connectTimeoutMs;
       const dial = local.dial(address.hostname, Number(address.port), Buffer.from(publicKeyFromAgentId(context.expectedPeer)), timeoutMs, options.zeroRtt === true);
       const connection = await new Promise<NativeConnection>((resolve, reject) => {
         const onAbort = (): void => {

@@ -6,7 +6,7 @@ import { AgentError } from '@agentlink/core';
 import { describe, expect, it } from 'vitest';
 import { chooseEngine, engineSources, missingEngineMessage, type EngineIo } from '../src/engine-loader.js';
 import { detectLibc, ENGINE_TARGETS, targetName } from '../src/engine-target.js';
-import { quic } from '../src/index.js';
+import { quic, type QuicOptions } from '../src/index.js';
 
 /** A file system and `require` where only `present` exist, and each load is recorded. */
 function fakeIo(present: Record<string, string>): EngineIo<string> & { loads: string[] } {
@@ -113,6 +113,20 @@ describe('quic({ required })', () => {
     })();
     expect(error).toBeInstanceOf(AgentError);
     expect((error as AgentError).code).toBe('INVALID_ARGUMENT');
+  });
+
+  it('checks each number when made, not at bind: the engine takes u32s, the connect timeout is a node timer', () => {
+    const invalid: Array<[keyof QuicOptions, number]> = [
+      ['idleTimeoutMs', 0],
+      ['connectTimeoutMs', 2 ** 31],
+      ['streamWindow', 2 ** 32],
+      ['connectionWindow', Number.NaN],
+      ['maxStreams', 1.5],
+    ];
+    for (const [name, value] of invalid) {
+      expect(() => quic({ [name]: value })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining(name) }));
+    }
+    expect(() => quic({ idleTimeoutMs: 100, streamWindow: 2 ** 32 - 1, maxStreams: 1 })).not.toThrow();
   });
 
   it('without an engine, a required QUIC fails the agent with UNAVAILABLE and no warning; an optional one only warns', async () => {

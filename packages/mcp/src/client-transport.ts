@@ -1,7 +1,8 @@
 import { AgentError, type Agent, type CallOptions, type DuplexCall } from '@agentlink/core';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import { encodeMessage, readMessages } from './json-rpc.js';
+import { encodeMessage, isResponse, readMessages } from './json-rpc.js';
+import { MAX_UNSENT_MCP_BYTES, MAX_UNSENT_MCP_MESSAGES } from './limits.js';
 
 export const DEFAULT_MCP_METHOD = 'mcp';
 
@@ -21,6 +22,9 @@ export class AgentlinkClientTransport implements Transport {
   onmessage?: <T extends JSONRPCMessage>(message: T) => void;
   private call: DuplexCall<string, string> | undefined;
   private closed = false;
+  /** Answers to the server's requests not yet taken by the stream: characters and messages. */
+  private unsentAnswerChars = 0;
+  private unsentAnswers = 0;
 
   constructor(
     private readonly agent: Agent,
@@ -37,7 +41,25 @@ export class AgentlinkClientTransport implements Transport {
 
   async send(message: JSONRPCMessage): Promise<void> {
     if (!this.call || this.closed) throw new AgentError('CLOSED', 'the MCP transport is not open');
-    await this.call.send(encodeMessage(message));
+    const text = encodeMessage(message);
+    if (!isResponse(message)) return this.call.send(text);
+    this.unsentAnswerChars += text.length;
+    this.unsentAnswers++;
+    if (this.unsentAnswerChars > MAX_UNSENT_MCP_BYTES || this.unsentAnswers > MAX_UNSENT_MCP_MESSAGES) {
+      const error = new AgentError(
+        'RESOURCE_EXHAUSTED',
+        `the MCP server does not read the answers to its requests (${this.unsentAnswers} unsent, ${this.unsentAnswerChars} characters; ` +
+          `at most ${MAX_UNSENT_MCP_MESSAGES} and ${MAX_UNSENT_MCP_BYTES} wait)`,
+      );
+      this.fail(error);
+      throw error;
+    }
+    try {
+      await this.call.send(text);
+    } finally {
+      this.unsentAnswerChars -= text.length;
+      this.unsentAnswers--;
+    }
   }
 
   async close(): Promise<void> {
@@ -56,6 +78,14 @@ export class AgentlinkClientTransport implements Transport {
     } catch (error) {
       if (!this.closed) this.onerror?.(error as Error);
     }
+    this.finish();
+  }
+
+  /** Ends the session because of the server: the call is cancelled with `error`, which the client also sees. */
+  private fail(error: AgentError): void {
+    if (this.closed) return;
+    this.call?.abort(error);
+    this.onerror?.(error);
     this.finish();
   }
 

@@ -2,3 +2,4 @@ export { AgentlinkClientTransport, DEFAULT_MCP_METHOD } from './client-transport
 export type { McpClientTransportOptions } from './client-transport.js';
 export { AgentlinkServerTransport, authInfoOf, serveMcp } from './server-transport.js';
 export type { McpServerLike, ServeMcpOptions } from './server-transport.js';
+export { MAX_UNSENT_MCP_BYTES, MAX_UNSENT_MCP_MESSAGES } from './limits.js';

@@ -1,0 +1,122 @@
+import { EventEmitter, once } from 'node:events';
+import { AgentError, createAgent, type Agent } from '@agentlink/core';
+import { webSocket } from '@agentlink/ws';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { LATEST_PROTOCOL_VERSION, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AgentlinkClientTransport, MAX_UNSENT_MCP_BYTES, MAX_UNSENT_MCP_MESSAGES, serveMcp } from '../src/index.js';
+import { exampleServer } from './mcp-fixtures.js';
+
+/** A JSON-RPC ping whose id is `size` characters: its answer echoes the id, so each answer is as large as the ask. */
+function bigPing(n: number, size: number): string {
+  return JSON.stringify({ jsonrpc: '2.0', id: `${n}:`.padEnd(size, 'x'), method: 'ping' });
+}
+
+const PING_SIZE = 64 * 1024;
+/**
+ * What the server may hold unsent: the bound, plus the answers to the requests it read before those answers were
+ * queued (at most core's read-ahead, 256 KiB, for a handler that answers at once like ping's), plus one message.
+ */
+const SERVER_HOLDS_AT_MOST = MAX_UNSENT_MCP_BYTES + 256 * 1024 + 2 * PING_SIZE;
+
+describe('MCP sessions against hostile peers (ws, loopback)', () => {
+  let server: Agent;
+  let caller: Agent;
+  const events = new EventEmitter();
+  /** The server session's answers not yet taken by the stream, in characters (observed on its transport). */
+  let unsent = 0;
+  let peakUnsent = 0;
+
+  beforeAll(async () => {
+    server = await createAgent({ channels: [webSocket({ port: 0, host: '127.0.0.1' })] });
+    serveMcp(server, () => {
+      const mcp = exampleServer(events);
+      return {
+        async connect(transport: Transport) {
+          const send = transport.send.bind(transport);
+          transport.send = async (message: JSONRPCMessage) => {
+            const size = JSON.stringify(message).length;
+            unsent += size;
+            peakUnsent = Math.max(peakUnsent, unsent);
+            try {
+              await send(message);
+            } finally {
+              unsent -= size;
+            }
+          };
+          await mcp.connect(transport);
+        },
+        close: () => mcp.close(),
+      };
+    });
+    caller = await createAgent({ channels: [webSocket()] });
+  });
+
+  afterAll(async () => {
+    await caller?.close();
+    await server?.close();
+  });
+
+  it('a client that sends requests and never reads the answers: the server stops reading, it does not queue every answer', async () => {
+    unsent = 0;
+    peakUnsent = 0;
+    const count = 400; // 25 MiB of asks, each answered with as much
+    // The deadline ends the stalled session; what is asserted is what the server held meanwhile, not a time.
+    const call = caller.duplex<string, string>(server.addresses[0]!, 'mcp', { timeoutMs: 3_000 });
+    const sends = Array.from({ length: count }, (_, n) => call.send(bigPing(n, PING_SIZE)));
+    const outcomes = await Promise.allSettled(sends);
+    const sent = outcomes.filter((o) => o.status === 'fulfilled').length;
+    call.abort();
+    // Before: the server read all 400 and queued every answer (~24 MiB behind the stream's window).
+    expect(peakUnsent).toBeLessThanOrEqual(SERVER_HOLDS_AT_MOST);
+    expect(sent).toBeLessThan(count);
+  });
+
+  it('a slow but honest client gets every answer: reading resumes as the answers leave', async () => {
+    unsent = 0;
+    peakUnsent = 0;
+    const count = 200;
+    const call = caller.duplex<string, string>(server.addresses[0]!, 'mcp');
+    const sends = Array.from({ length: count }, (_, n) => call.send(bigPing(n, PING_SIZE)));
+    const ids = new Set<string>();
+    for await (const reply of call) {
+      ids.add((JSON.parse(reply) as { id: string }).id.split(':')[0]!);
+      if (ids.size === count) break;
+    }
+    await Promise.all(sends);
+    expect(ids.size).toBe(count);
+    expect(peakUnsent).toBeLessThanOrEqual(SERVER_HOLDS_AT_MOST);
+  });
+
+  it('a server that sends requests and never reads the answers: the client closes the session (RESOURCE_EXHAUSTED)', async () => {
+    const flood = 400;
+    const marker = new EventEmitter();
+    server.handleDuplex<string, string>('mcp-hostile', async function* (incoming) {
+      const reader = incoming[Symbol.asyncIterator]();
+      const initialize = JSON.parse((await reader.next()).value as string) as { id: number };
+      yield JSON.stringify({
+        jsonrpc: '2.0',
+        id: initialize.id,
+        result: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, serverInfo: { name: 'hostile', version: '1' } },
+      });
+      // Never reads again: the client's answers to these pings pile up on its side.
+      for (let n = 0; n < flood; n++) yield bigPing(n, PING_SIZE);
+      marker.emit('flooded');
+      await new Promise(() => undefined);
+    });
+    const client = new Client({ name: 'victim', version: '1.0.0' });
+    const transport = new AgentlinkClientTransport(caller, server.addresses[0]!, { method: 'mcp-hostile' });
+    const errors: Error[] = [];
+    const closed = new Promise<'closed'>((resolve) => {
+      client.onclose = () => resolve('closed');
+    });
+    client.onerror = (error) => errors.push(error);
+    await client.connect(transport);
+    // Before: the client answered all 400 (25 MiB waiting for a server that never reads) and stayed open.
+    const outcome = await Promise.race([closed, once(marker, 'flooded').then(() => 'flooded' as const)]);
+    expect(outcome).toBe('closed');
+    const exhausted = errors.find((e) => e instanceof AgentError && e.code === 'RESOURCE_EXHAUSTED');
+    expect(exhausted?.message).toContain(String(MAX_UNSENT_MCP_MESSAGES));
+  });
+});

@@ -1,11 +1,11 @@
 import { createSocket, type Socket } from 'node:dgram';
 import { once } from 'node:events';
-import { AgentError, createAgent, type Agent } from '@agentlink/core';
+import { AgentError, createAgent, Identity, type Agent } from '@agentlink/core';
 import { quic } from '@agentlink/quic';
 import { webSocket } from '@agentlink/ws';
 import stun from '@msimerson/stun';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MAX_STUN_SERVERS, reach, type Reach } from '../src/index.js';
+import { MAX_STUN_SERVERS, reach, signRecord, type Reach } from '../src/index.js';
 
 const { STUN_BINDING_RESPONSE } = stun.constants;
 
@@ -81,5 +81,44 @@ describe('an agent against a hostile rendezvous', () => {
       expect(failure).toBeInstanceOf(AgentError);
       expect((failure as AgentError).code).toBe('PROTOCOL_ERROR');
     }
+  });
+
+  it("answers rdv.punch with another agent's record: the agent dials nobody, not that other agent", async () => {
+    // B: a real agent on QUIC, with a record it signed. A: the agent the victim asks for, whose record names a
+    // port where nobody answers (a punch is the only way there).
+    const bQuic = quic({ port: 0, host: '127.0.0.1' });
+    const b = await createAgent({ channels: [bQuic] });
+    cleanups.push(() => b.close());
+    b.handle('who', () => 'B');
+    const bPort = (await bQuic.endpoint())!.localPort;
+    const silent = createSocket('udp4');
+    silent.bind(0, '127.0.0.1');
+    await once(silent, 'listening');
+    cleanups.push(() => silent.close());
+    const recordOf = (identity: Identity, candidate: string) =>
+      signRecord(identity, { agentId: identity.id, candidates: [candidate], nat: 'cone', portDelta: 0, seq: 1, expiresAt: Date.now() + 60_000 });
+    const a = Identity.generate();
+    const aRecord = recordOf(a, `quic://127.0.0.1:${silent.address().port}`);
+    const bRecord = recordOf(b.identity, `quic://127.0.0.1:${bPort}`);
+    const rendezvous = await hostileRendezvous({ stun: [] });
+    rendezvous.agent.handle('rdv.lookup', () => aRecord);
+    let punches = 0;
+    rendezvous.agent.handle('rdv.punch', () => {
+      punches++;
+      return bRecord; // not the record of the agent asked for
+    });
+    const vQuic = quic({ port: 0, host: '127.0.0.1' });
+    const nat = reach({ rendezvous: rendezvous.address, quic: vQuic, paths: ['punch'], heartbeatMs: 60_000, punchTimeoutMs: 1000 });
+    const victim = await createAgent({ channels: [vQuic, webSocket()], plugins: [nat] });
+    cleanups.push(() => victim.close());
+    const outcome = await victim.send(a.id, 'who', undefined, { timeoutMs: 3000 }).then(
+      (reply) => reply,
+      (error: unknown) => error,
+    );
+    expect(outcome).toBeInstanceOf(AgentError);
+    // Before: the victim dialled B (pinning B's key) and got a channel to it, which the pool filed under B; A's
+    // call still had none, so the pool dialled again: a punch and a new connection to B each time.
+    expect(b.channels()).toEqual([]);
+    expect(punches).toBe(1);
   });
 });

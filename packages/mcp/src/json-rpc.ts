@@ -1,5 +1,6 @@
 import { AgentError } from '@agentlink/core';
 import { JSONRPCMessageSchema, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { checkJsonShape } from './json-shape.js';
 
 /**
  * MCP messages travel as JSON text items, not as MessagePack structures: JSON-RPC is JSON (an absent field stays
@@ -10,9 +11,10 @@ export function encodeMessage(message: JSONRPCMessage): string {
   return JSON.stringify(message);
 }
 
-/** Parses and validates one item from the peer, as the SDK's own transports do. */
+/** Parses and validates one item from the peer, as the SDK's own transports do, once its shape is within bounds (json-shape.ts). */
 export function decodeMessage(item: unknown): JSONRPCMessage {
   if (typeof item !== 'string') throw new AgentError('PROTOCOL_ERROR', 'an MCP message must be JSON text');
+  checkJsonShape(item);
   let value: unknown;
   try {
     value = JSON.parse(item);

@@ -5,7 +5,15 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { LATEST_PROTOCOL_VERSION, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentlinkClientTransport, MAX_UNSENT_MCP_BYTES, MAX_UNSENT_MCP_MESSAGES, serveMcp } from '../src/index.js';
+import {
+  AgentlinkClientTransport,
+  MAX_MCP_JSON_CONTAINERS,
+  MAX_MCP_JSON_DEPTH,
+  MAX_UNSENT_MCP_BYTES,
+  MAX_UNSENT_MCP_MESSAGES,
+  serveMcp,
+} from '../src/index.js';
+import { decodeMessage } from '../src/json-rpc.js';
 import { exampleServer } from './mcp-fixtures.js';
 
 /** A JSON-RPC ping whose id is `size` characters: its answer echoes the id, so each answer is as large as the ask. */
@@ -118,5 +126,37 @@ describe('MCP sessions against hostile peers (ws, loopback)', () => {
     expect(outcome).toBe('closed');
     const exhausted = errors.find((e) => e instanceof AgentError && e.code === 'RESOURCE_EXHAUSTED');
     expect(exhausted?.message).toContain(String(MAX_UNSENT_MCP_MESSAGES));
+  });
+
+  it('messages past the JSON bounds (nesting, arrays and objects) are refused before they are parsed; the session goes on', async () => {
+    const ping = (id: number, params: unknown) => JSON.stringify({ jsonrpc: '2.0', id, method: 'ping', params: { flood: params } });
+    const call = caller.duplex<string, string>(server.addresses[0]!, 'mcp');
+    // 1: 300,000 empty arrays (900 KB; each a JS array once parsed). 2: 300 nested ones. 3: an honest ping.
+    await call.send(ping(1, JSON.parse(`[${'[],'.repeat(MAX_MCP_JSON_CONTAINERS + 1000)}[]]`)));
+    await call.send(ping(2, JSON.parse(`${'['.repeat(MAX_MCP_JSON_DEPTH + 44)}${']'.repeat(MAX_MCP_JSON_DEPTH + 44)}`)));
+    await call.send(ping(3, 'honest'));
+    const answered: number[] = [];
+    for await (const reply of call) {
+      answered.push((JSON.parse(reply) as { id: number }).id);
+      if (answered.includes(3)) break;
+    }
+    // Before: all three were parsed and answered.
+    expect(answered).toEqual([3]);
+  });
+});
+
+describe('the JSON shape walk', () => {
+  it('refuses past the depth and container bounds, counts no bracket inside a string, accepts up to the bounds', () => {
+    const message = (params: string) => `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":${params}}}`;
+    // The message's own object and params take two levels and two containers.
+    const nested = (levels: number) => '['.repeat(levels) + ']'.repeat(levels);
+    expect(decodeMessage(message(nested(MAX_MCP_JSON_DEPTH - 2)))).toMatchObject({ method: 'ping' });
+    expect(() => decodeMessage(message(nested(MAX_MCP_JSON_DEPTH - 1)))).toThrow(/nests deeper than 256/);
+    const flat = (count: number) => `[${Array.from({ length: count }, () => '{}').join(',')}]`;
+    expect(decodeMessage(message(flat(MAX_MCP_JSON_CONTAINERS - 3)))).toMatchObject({ method: 'ping' });
+    expect(() => decodeMessage(message(flat(MAX_MCP_JSON_CONTAINERS - 2)))).toThrow(/more than 262144/);
+    // Brackets and escaped quotes inside strings are text.
+    const text = JSON.stringify(`${'[{'.repeat(MAX_MCP_JSON_CONTAINERS)}"\\"`);
+    expect(decodeMessage(message(text))).toMatchObject({ method: 'ping' });
   });
 });

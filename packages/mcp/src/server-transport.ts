@@ -3,8 +3,9 @@ import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
 import { DEFAULT_MCP_METHOD } from './client-transport.js';
-import { encodeMessage, readMessages } from './json-rpc.js';
+import { encodeMessage, isResponse, readMessages } from './json-rpc.js';
 import { MAX_UNSENT_MCP_BYTES, MAX_UNSENT_MCP_MESSAGES } from './limits.js';
+import { cancelledIdOf, MAX_MCP_REQUESTS_IN_FLIGHT, RequestsInFlight, requestIdOf, TOO_MANY_MCP_REQUESTS } from './requests-in-flight.js';
 
 /** What the SDK's `Server` and `McpServer` both offer: connecting one transport. */
 export interface McpServerLike {
@@ -32,6 +33,8 @@ type Outgoing = { message: string; written(): void };
  * `send` resolves once the message left within the stream's window (backpressure from a slow client). While
  * more than {@link MAX_UNSENT_MCP_BYTES} or {@link MAX_UNSENT_MCP_MESSAGES} wait to be sent, the caller's
  * messages are not read: a client that asks and never reads the answers stalls itself, not the server's memory.
+ * At most {@link MAX_MCP_REQUESTS_IN_FLIGHT} of its requests are worked on at once; more are answered at once
+ * with an error.
  */
 export class AgentlinkServerTransport implements Transport {
   onclose?: () => void;
@@ -45,6 +48,7 @@ export class AgentlinkServerTransport implements Transport {
   private roomForReading: (() => void) | undefined;
   private closed = false;
   private readonly extra: MessageExtraInfo;
+  private readonly inFlight = new RequestsInFlight();
 
   constructor(
     private readonly incoming: AsyncIterable<string>,
@@ -59,7 +63,11 @@ export class AgentlinkServerTransport implements Transport {
 
   send(message: JSONRPCMessage): Promise<void> {
     if (this.closed) return Promise.reject(new AgentError('CLOSED', 'the MCP session is closed'));
-    const text = encodeMessage(message);
+    if (isResponse(message)) this.inFlight.settled(message.id);
+    return this.enqueue(encodeMessage(message));
+  }
+
+  private enqueue(text: string): Promise<void> {
     this.unsentChars += text.length;
     return new Promise((written) => {
       this.queue.push({ message: text, written });
@@ -117,11 +125,24 @@ export class AgentlinkServerTransport implements Transport {
     wake?.();
   }
 
+  /** A message from the client, to the SDK unless it is a request over the in-flight bound (answered here). */
+  private receive(message: JSONRPCMessage): void {
+    const id = requestIdOf(message);
+    if (id !== undefined && !this.inFlight.admit(id)) {
+      const busy = { jsonrpc: '2.0', id, error: { code: TOO_MANY_MCP_REQUESTS, message: `more than ${MAX_MCP_REQUESTS_IN_FLIGHT} requests in flight` } };
+      this.enqueue(encodeMessage(busy as JSONRPCMessage)).catch(() => undefined);
+      return;
+    }
+    const cancelled = cancelledIdOf(message);
+    if (cancelled !== undefined) this.inFlight.settled(cancelled);
+    this.onmessage?.(message, this.extra);
+  }
+
   private async readRequests(): Promise<void> {
     try {
       await readMessages(
         this.incoming,
-        (message) => this.onmessage?.(message, this.extra),
+        (message) => this.receive(message),
         (error) => this.onerror?.(error),
         () => this.room(),
       );

@@ -9,6 +9,8 @@ import {
   AgentlinkClientTransport,
   MAX_MCP_JSON_CONTAINERS,
   MAX_MCP_JSON_DEPTH,
+  MAX_MCP_REQUESTS_IN_FLIGHT,
+  TOO_MANY_MCP_REQUESTS,
   MAX_UNSENT_MCP_BYTES,
   MAX_UNSENT_MCP_MESSAGES,
   serveMcp,
@@ -142,6 +144,52 @@ describe('MCP sessions against hostile peers (ws, loopback)', () => {
     }
     // Before: all three were parsed and answered.
     expect(answered).toEqual([3]);
+  });
+});
+
+describe('MCP requests in flight (ws, loopback)', () => {
+  let server: Agent;
+  let caller: Agent;
+  const events = new EventEmitter();
+  let waiting = 0;
+  events.on('waiting', () => waiting++);
+
+  beforeAll(async () => {
+    server = await createAgent({ channels: [webSocket({ port: 0, host: '127.0.0.1' })] });
+    serveMcp(server, () => exampleServer(events));
+    caller = await createAgent({ channels: [webSocket()] });
+  });
+
+  afterAll(async () => {
+    await caller?.close();
+    await server?.close();
+  });
+
+  it('a client calling a tool that never ends, over and over: the server works on at most the bound, the rest are answered at once', async () => {
+    const extra = 100;
+    const call = caller.duplex<string, string>(server.addresses[0]!, 'mcp');
+    const initialize = { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'flood', version: '1' } };
+    const replies = call[Symbol.asyncIterator]();
+    await call.send(JSON.stringify({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: initialize }));
+    expect(JSON.parse((await replies.next()).value as string)).toMatchObject({ id: 'init' }); // answered: not in flight
+    await call.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+    for (let n = 0; n < MAX_MCP_REQUESTS_IN_FLIGHT + extra; n++) {
+      await call.send(JSON.stringify({ jsonrpc: '2.0', id: n, method: 'tools/call', params: { name: 'wait-for-cancel', arguments: {} } }));
+    }
+    // One cancelled makes room for one more (the late call); then a ping, refused too, as the bound is reached again.
+    await call.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 0, reason: 'enough' } }));
+    await call.send(JSON.stringify({ jsonrpc: '2.0', id: 'late', method: 'tools/call', params: { name: 'wait-for-cancel', arguments: {} } }));
+    await call.send(JSON.stringify({ jsonrpc: '2.0', id: 'last', method: 'ping' }));
+    const refused: unknown[] = [];
+    for (let reply = await replies.next(); !reply.done; reply = await replies.next()) {
+      const message = JSON.parse(reply.value) as { id: unknown; error?: { code: number } };
+      if (message.error?.code === TOO_MANY_MCP_REQUESTS) refused.push(message.id);
+      if (message.id === 'last') break;
+    }
+    call.abort();
+    // Before: all 1,124 reached the tool (each a handler held until the session ends) and none was refused.
+    expect(refused).toEqual([...Array.from({ length: extra }, (_, n) => MAX_MCP_REQUESTS_IN_FLIGHT + n), 'last']);
+    expect(waiting).toBe(MAX_MCP_REQUESTS_IN_FLIGHT + 1); // the late one took the cancelled one's place
   });
 });
 

@@ -1,7 +1,8 @@
 import type { JSONRPCMessage, RequestId } from '@modelcontextprotocol/sdk/types.js';
 
 /**
- * Requests a client may have a server session work on at once. The SDK starts a handler for every request it is
+ * Requests a peer may have one MCP session work on at once (a client's on a server session, and a server's on a
+ * client, which may ask for sampling or roots). The SDK starts a handler for every request it is
  * given, with no bound of its own: a client that calls a slow tool over and over holds one handler (and its
  * AbortController, its promises) per call for as long as the tool runs. Past this, a request is answered at once
  * with {@link TOO_MANY_MCP_REQUESTS} and never reaches the SDK.
@@ -35,6 +36,11 @@ export class RequestsInFlight {
     else this.counts.set(id, count - 1);
     this.total--;
   }
+}
+
+/** The answer to a request refused because too many are in flight. */
+export function tooManyRequests(id: RequestId): JSONRPCMessage {
+  return { jsonrpc: '2.0', id, error: { code: TOO_MANY_MCP_REQUESTS, message: `more than ${MAX_MCP_REQUESTS_IN_FLIGHT} requests in flight` } };
 }
 
 /** A request: it has a method and an id (a notification has no id). */

@@ -5,7 +5,7 @@ import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk
 import { DEFAULT_MCP_METHOD } from './client-transport.js';
 import { encodeMessage, isResponse, readMessages } from './json-rpc.js';
 import { MAX_UNSENT_MCP_BYTES, MAX_UNSENT_MCP_MESSAGES } from './limits.js';
-import { cancelledIdOf, MAX_MCP_REQUESTS_IN_FLIGHT, RequestsInFlight, requestIdOf, TOO_MANY_MCP_REQUESTS } from './requests-in-flight.js';
+import { cancelledIdOf, MAX_MCP_REQUESTS_IN_FLIGHT, RequestsInFlight, requestIdOf, tooManyRequests } from './requests-in-flight.js';
 
 /** What the SDK's `Server` and `McpServer` both offer: connecting one transport. */
 export interface McpServerLike {
@@ -129,8 +129,7 @@ export class AgentlinkServerTransport implements Transport {
   private receive(message: JSONRPCMessage): void {
     const id = requestIdOf(message);
     if (id !== undefined && !this.inFlight.admit(id)) {
-      const busy = { jsonrpc: '2.0', id, error: { code: TOO_MANY_MCP_REQUESTS, message: `more than ${MAX_MCP_REQUESTS_IN_FLIGHT} requests in flight` } };
-      this.enqueue(encodeMessage(busy as JSONRPCMessage)).catch(() => undefined);
+      this.enqueue(encodeMessage(tooManyRequests(id))).catch(() => undefined);
       return;
     }
     const cancelled = cancelledIdOf(message);

@@ -3,7 +3,7 @@ import { AgentError, createAgent, type Agent } from '@agentlink/core';
 import { webSocket } from '@agentlink/ws';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { LATEST_PROTOCOL_VERSION, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { CreateMessageRequestSchema, LATEST_PROTOCOL_VERSION, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   AgentlinkClientTransport,
@@ -190,6 +190,54 @@ describe('MCP requests in flight (ws, loopback)', () => {
     // Before: all 1,124 reached the tool (each a handler held until the session ends) and none was refused.
     expect(refused).toEqual([...Array.from({ length: extra }, (_, n) => MAX_MCP_REQUESTS_IN_FLIGHT + n), 'last']);
     expect(waiting).toBe(MAX_MCP_REQUESTS_IN_FLIGHT + 1); // the late one took the cancelled one's place
+  });
+});
+
+describe('MCP requests in flight on the client', () => {
+  it('a server asking for sampling that never ends, over and over: the client works on at most the bound, the rest are answered at once', async () => {
+    const server = await createAgent({ channels: [webSocket({ port: 0, host: '127.0.0.1' })] });
+    const caller = await createAgent({ channels: [webSocket()] });
+    try {
+      const extra = 100;
+      const refused: unknown[] = [];
+      const done = new EventEmitter();
+      server.handleDuplex<string, string>('mcp', async function* (incoming) {
+        const reader = incoming[Symbol.asyncIterator]();
+        const initialize = JSON.parse((await reader.next()).value as string) as { id: number };
+        yield JSON.stringify({
+          jsonrpc: '2.0',
+          id: initialize.id,
+          result: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, serverInfo: { name: 'asking', version: '1' } },
+        });
+        void (async () => {
+          for (let next = await reader.next(); !next.done; next = await reader.next()) {
+            const message = JSON.parse(next.value) as { id?: unknown; error?: { code: number } };
+            if (message.error?.code === TOO_MANY_MCP_REQUESTS) refused.push(message.id);
+            if (message.id === 'last') done.emit('done');
+          }
+        })().catch(() => undefined);
+        const params = { messages: [{ role: 'user', content: { type: 'text', text: 'hi' } }], maxTokens: 1 };
+        for (let n = 0; n < MAX_MCP_REQUESTS_IN_FLIGHT + extra; n++) yield JSON.stringify({ jsonrpc: '2.0', id: n, method: 'sampling/createMessage', params });
+        yield JSON.stringify({ jsonrpc: '2.0', id: 'last', method: 'ping' });
+        await new Promise(() => undefined);
+      });
+      const client = new Client({ name: 'sampler', version: '1.0.0' }, { capabilities: { sampling: {} } });
+      let sampling = 0;
+      client.setRequestHandler(CreateMessageRequestSchema, () => {
+        sampling++;
+        return new Promise(() => undefined); // a human who never answers
+      });
+      const finished = once(done, 'done');
+      await client.connect(new AgentlinkClientTransport(caller, server.addresses[0]!));
+      await finished;
+      // Before: all 1,124 reached the sampling handler and none was refused (the ping was answered).
+      expect(refused).toEqual([...Array.from({ length: extra }, (_, n) => MAX_MCP_REQUESTS_IN_FLIGHT + n), 'last']);
+      expect(sampling).toBe(MAX_MCP_REQUESTS_IN_FLIGHT);
+      await client.close();
+    } finally {
+      await caller.close();
+      await server.close();
+    }
   });
 });
 

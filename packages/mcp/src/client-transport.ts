@@ -1,7 +1,9 @@
 import { AgentError, type Agent, type CallOptions, type DuplexCall } from '@agentlink/core';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import { encodeMessage, readMessages } from './json-rpc.js';
+import { encodeMessage, isResponse, readMessages } from './json-rpc.js';
+import { MAX_UNSENT_MCP_BYTES, MAX_UNSENT_MCP_MESSAGES } from './limits.js';
+import { cancelledIdOf, MAX_MCP_REQUESTS_IN_FLIGHT, RequestsInFlight, requestIdOf, tooManyRequests } from './requests-in-flight.js';
 
 export const DEFAULT_MCP_METHOD = 'mcp';
 
@@ -21,6 +23,10 @@ export class AgentlinkClientTransport implements Transport {
   onmessage?: <T extends JSONRPCMessage>(message: T) => void;
   private call: DuplexCall<string, string> | undefined;
   private closed = false;
+  /** Answers to the server's requests not yet taken by the stream: characters and messages. */
+  private unsentAnswerChars = 0;
+  private unsentAnswers = 0;
+  private readonly inFlight = new RequestsInFlight();
 
   constructor(
     private readonly agent: Agent,
@@ -37,7 +43,30 @@ export class AgentlinkClientTransport implements Transport {
 
   async send(message: JSONRPCMessage): Promise<void> {
     if (!this.call || this.closed) throw new AgentError('CLOSED', 'the MCP transport is not open');
-    await this.call.send(encodeMessage(message));
+    if (!isResponse(message)) return this.call.send(encodeMessage(message));
+    this.inFlight.settled(message.id);
+    return this.sendAnswer(this.call, encodeMessage(message));
+  }
+
+  /** An answer to one of the server's requests: counted while it waits for the server to read it. */
+  private async sendAnswer(call: DuplexCall<string, string>, text: string): Promise<void> {
+    this.unsentAnswerChars += text.length;
+    this.unsentAnswers++;
+    if (this.unsentAnswerChars > MAX_UNSENT_MCP_BYTES || this.unsentAnswers > MAX_UNSENT_MCP_MESSAGES) {
+      const error = new AgentError(
+        'RESOURCE_EXHAUSTED',
+        `the MCP server does not read the answers to its requests (${this.unsentAnswers} unsent, ${this.unsentAnswerChars} characters; ` +
+          `at most ${MAX_UNSENT_MCP_MESSAGES} and ${MAX_UNSENT_MCP_BYTES} wait)`,
+      );
+      this.fail(error);
+      throw error;
+    }
+    try {
+      await call.send(text);
+    } finally {
+      this.unsentAnswerChars -= text.length;
+      this.unsentAnswers--;
+    }
   }
 
   async close(): Promise<void> {
@@ -50,12 +79,32 @@ export class AgentlinkClientTransport implements Transport {
     try {
       await readMessages(
         call,
-        (message) => this.onmessage?.(message),
+        (message) => this.receive(call, message),
         (error) => this.onerror?.(error),
       );
     } catch (error) {
       if (!this.closed) this.onerror?.(error as Error);
     }
+    this.finish();
+  }
+
+  /** A message from the server, to the SDK unless it is a request over the in-flight bound (answered here). */
+  private receive(call: DuplexCall<string, string>, message: JSONRPCMessage): void {
+    const id = requestIdOf(message);
+    if (id !== undefined && !this.inFlight.admit(id)) {
+      this.sendAnswer(call, encodeMessage(tooManyRequests(id))).catch(() => undefined);
+      return;
+    }
+    const cancelled = cancelledIdOf(message);
+    if (cancelled !== undefined) this.inFlight.settled(cancelled);
+    this.onmessage?.(message);
+  }
+
+  /** Ends the session because of the server: the call is cancelled with `error`, which the client also sees. */
+  private fail(error: AgentError): void {
+    if (this.closed) return;
+    this.call?.abort(error);
+    this.onerror?.(error);
     this.finish();
   }
 

@@ -3,7 +3,9 @@ import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
 import { DEFAULT_MCP_METHOD } from './client-transport.js';
-import { encodeMessage, readMessages } from './json-rpc.js';
+import { encodeMessage, isResponse, readMessages } from './json-rpc.js';
+import { MAX_UNSENT_MCP_BYTES, MAX_UNSENT_MCP_MESSAGES } from './limits.js';
+import { cancelledIdOf, MAX_MCP_REQUESTS_IN_FLIGHT, RequestsInFlight, requestIdOf, tooManyRequests } from './requests-in-flight.js';
 
 /** What the SDK's `Server` and `McpServer` both offer: connecting one transport. */
 export interface McpServerLike {
@@ -28,7 +30,11 @@ type Outgoing = { message: string; written(): void };
 
 /**
  * An MCP server transport for one duplex call: messages from the caller reach `onmessage` with `authInfo`;
- * `send` resolves once the message left within the stream's window (backpressure from a slow client).
+ * `send` resolves once the message left within the stream's window (backpressure from a slow client). While
+ * more than {@link MAX_UNSENT_MCP_BYTES} or {@link MAX_UNSENT_MCP_MESSAGES} wait to be sent, the caller's
+ * messages are not read: a client that asks and never reads the answers stalls itself, not the server's memory.
+ * At most {@link MAX_MCP_REQUESTS_IN_FLIGHT} of its requests are worked on at once; more are answered at once
+ * with an error.
  */
 export class AgentlinkServerTransport implements Transport {
   onclose?: () => void;
@@ -36,8 +42,13 @@ export class AgentlinkServerTransport implements Transport {
   onmessage?: <T extends JSONRPCMessage>(message: T, extra?: MessageExtraInfo) => void;
   private readonly queue: Outgoing[] = [];
   private wake: (() => void) | undefined;
+  /** Characters of the queued messages and the one being written (released once the write took it). */
+  private unsentChars = 0;
+  /** The reader waits here while too much is unsent. */
+  private roomForReading: (() => void) | undefined;
   private closed = false;
   private readonly extra: MessageExtraInfo;
+  private readonly inFlight = new RequestsInFlight();
 
   constructor(
     private readonly incoming: AsyncIterable<string>,
@@ -52,8 +63,14 @@ export class AgentlinkServerTransport implements Transport {
 
   send(message: JSONRPCMessage): Promise<void> {
     if (this.closed) return Promise.reject(new AgentError('CLOSED', 'the MCP session is closed'));
+    if (isResponse(message)) this.inFlight.settled(message.id);
+    return this.enqueue(encodeMessage(message));
+  }
+
+  private enqueue(text: string): Promise<void> {
+    this.unsentChars += text.length;
     return new Promise((written) => {
-      this.queue.push({ message: encodeMessage(message), written });
+      this.queue.push({ message: text, written });
       this.wakeWriter();
     });
   }
@@ -62,6 +79,7 @@ export class AgentlinkServerTransport implements Transport {
     if (this.closed) return;
     this.closed = true;
     this.wakeWriter();
+    this.wakeReader();
     this.onclose?.();
   }
 
@@ -73,6 +91,8 @@ export class AgentlinkServerTransport implements Transport {
         if (next) {
           yield next.message;
           next.written(); // the generator resumes once the write took the message
+          this.unsentChars -= next.message.length;
+          if (!this.tooMuchUnsent()) this.wakeReader();
           continue;
         }
         if (this.closed) return;
@@ -89,12 +109,41 @@ export class AgentlinkServerTransport implements Transport {
     wake?.();
   }
 
+  private tooMuchUnsent(): boolean {
+    return this.unsentChars > MAX_UNSENT_MCP_BYTES || this.queue.length >= MAX_UNSENT_MCP_MESSAGES;
+  }
+
+  /** Before the next message is read: waits while the answers already due wait for the client to read them. */
+  private room(): Promise<void> | undefined {
+    if (this.closed || !this.tooMuchUnsent()) return undefined;
+    return new Promise((resolve) => (this.roomForReading = resolve));
+  }
+
+  private wakeReader(): void {
+    const wake = this.roomForReading;
+    this.roomForReading = undefined;
+    wake?.();
+  }
+
+  /** A message from the client, to the SDK unless it is a request over the in-flight bound (answered here). */
+  private receive(message: JSONRPCMessage): void {
+    const id = requestIdOf(message);
+    if (id !== undefined && !this.inFlight.admit(id)) {
+      this.enqueue(encodeMessage(tooManyRequests(id))).catch(() => undefined);
+      return;
+    }
+    const cancelled = cancelledIdOf(message);
+    if (cancelled !== undefined) this.inFlight.settled(cancelled);
+    this.onmessage?.(message, this.extra);
+  }
+
   private async readRequests(): Promise<void> {
     try {
       await readMessages(
         this.incoming,
-        (message) => this.onmessage?.(message, this.extra),
+        (message) => this.receive(message),
         (error) => this.onerror?.(error),
+        () => this.room(),
       );
     } catch (error) {
       if (!this.closed) this.onerror?.(error as Error);

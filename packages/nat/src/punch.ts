@@ -67,6 +67,10 @@ export class Puncher {
       if (signal.aborted) throw error;
       return undefined; // the peer is not reachable through the rendezvous now: the relay will say so
     }
+    // Another agent's record (signed by it, so it verifies) would have us dial that agent, pinning its key: a
+    // channel to someone else, which the pool files under them while the call still waits for `peer` — and
+    // dials again. Before this check one call made 655 connections to such an agent in 3 s.
+    if (theirs.agentId !== peer) return undefined;
     return this.dialBoth(theirs, signal);
   }
 

@@ -14,6 +14,33 @@ interface RendezvousInfo {
 const MAX_RENDEZVOUS = 16;
 
 /**
+ * STUN servers an agent asks for its mapping, of those `rdv.info` lists: the NAT is classified from two answers
+ * (nat-type.ts), and every server listed is sent binding requests at each registration — a rendezvous listing
+ * thousands (a third party's address among them) would make every agent it serves send to all of them.
+ */
+export const MAX_STUN_SERVERS = 2;
+/** Entries of `rdv.info`'s instance list read at most (each must be an address; MAX_RENDEZVOUS are kept). */
+const MAX_LISTED_INSTANCES = 64;
+
+/** `rdv.info` as the wire gave it, checked: a malformed answer is the rendezvous's fault, a PROTOCOL_ERROR. */
+function checkInfo(info: unknown): RendezvousInfo {
+  const bad = (what: string): AgentError => new AgentError('PROTOCOL_ERROR', `the rendezvous's rdv.info answer: ${what}`);
+  if (typeof info !== 'object' || info === null) throw bad('not a map');
+  const { stun, instances } = info as Record<string, unknown>;
+  if (!Array.isArray(stun)) throw bad('stun is not a list');
+  const servers = stun.slice(0, MAX_STUN_SERVERS).map((server: unknown) => {
+    const { host, port } = (typeof server === 'object' && server !== null ? server : {}) as Record<string, unknown>;
+    if (!Number.isInteger(port) || (port as number) < 1 || (port as number) > 65_535) throw bad('a STUN port is not a port');
+    if (host !== undefined && (typeof host !== 'string' || host.length === 0 || host.length > 255)) throw bad('a STUN host is not a host name');
+    return { host: host as string | undefined, port: port as number };
+  });
+  if (instances !== undefined && (!Array.isArray(instances) || instances.length > MAX_LISTED_INSTANCES || !instances.every((i) => typeof i === 'string'))) {
+    throw bad(`instances is not a list of at most ${MAX_LISTED_INSTANCES} addresses`);
+  }
+  return { stun: servers, instances: instances as string[] | undefined };
+}
+
+/**
  * The rendezvous as discovery backend, punch coordinator and relay, over the agent's control channel to it.
  * Given several addresses (instances of one cluster, or independent rendezvous), it registers with one at a
  * time and moves to the next when that one fails; lookups try every one before giving up. A cluster's instances
@@ -60,7 +87,7 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
   async publishWith(sign: (stun: HostPort[]) => Promise<SignedRecord>): Promise<AgentId> {
     return this.failover(async (index) => {
       const id = this.ids[index]!;
-      const info = await this.agent.send<RendezvousInfo>(id, 'rdv.info', undefined, { timeoutMs: 5000 });
+      const info = checkInfo(await this.agent.send<unknown>(id, 'rdv.info', undefined, { timeoutMs: 5000 }));
       for (const address of info.instances ?? []) this.learn(address);
       const servers = info.stun.map((s) => ({ host: s.host ?? this.host(index), port: s.port }));
       const signed = await sign(servers);

@@ -47,6 +47,12 @@ export class PeerDialer {
     for (const connect of connectors) {
       try {
         const channel = await connect(peer, closing);
+        if (channel && channel.peer !== peer) {
+          // A plugin misled (e.g. by a hostile rendezvous) into reaching another agent: the pool would file the
+          // channel under that agent while the call still waits for `peer`, and dial again at once, without end.
+          void channel.close(new AgentError('UNAUTHENTICATED', `asked for ${peer}, reached ${channel.peer}`)).catch(() => undefined);
+          throw new AgentError('UNAUTHENTICATED', `a plugin asked for a channel to ${peer} gave one to ${channel.peer}`);
+        }
         if (channel) return channel;
       } catch (error) {
         if (closing.aborted) throw error;

@@ -1,0 +1,258 @@
+import { EventEmitter, once } from 'node:events';
+import { AgentError, createAgent, type Agent } from '@agentlink/core';
+import { webSocket } from '@agentlink/ws';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { CreateMessageRequestSchema, LATEST_PROTOCOL_VERSION, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  AgentlinkClientTransport,
+  MAX_MCP_JSON_CONTAINERS,
+  MAX_MCP_JSON_DEPTH,
+  MAX_MCP_REQUESTS_IN_FLIGHT,
+  TOO_MANY_MCP_REQUESTS,
+  MAX_UNSENT_MCP_BYTES,
+  MAX_UNSENT_MCP_MESSAGES,
+  serveMcp,
+} from '../src/index.js';
+import { decodeMessage } from '../src/json-rpc.js';
+import { exampleServer } from './mcp-fixtures.js';
+
+/** A JSON-RPC ping whose id is `size` characters: its answer echoes the id, so each answer is as large as the ask. */
+function bigPing(n: number, size: number): string {
+  return JSON.stringify({ jsonrpc: '2.0', id: `${n}:`.padEnd(size, 'x'), method: 'ping' });
+}
+
+const PING_SIZE = 64 * 1024;
+/**
+ * What the server may hold unsent: the bound, plus the answers to the requests it read before those answers were
+ * queued (at most core's read-ahead, 256 KiB, for a handler that answers at once like ping's), plus one message.
+ */
+const SERVER_HOLDS_AT_MOST = MAX_UNSENT_MCP_BYTES + 256 * 1024 + 2 * PING_SIZE;
+
+describe('MCP sessions against hostile peers (ws, loopback)', () => {
+  let server: Agent;
+  let caller: Agent;
+  const events = new EventEmitter();
+  /** The server session's answers not yet taken by the stream, in characters (observed on its transport). */
+  let unsent = 0;
+  let peakUnsent = 0;
+
+  beforeAll(async () => {
+    server = await createAgent({ channels: [webSocket({ port: 0, host: '127.0.0.1' })] });
+    serveMcp(server, () => {
+      const mcp = exampleServer(events);
+      return {
+        async connect(transport: Transport) {
+          const send = transport.send.bind(transport);
+          transport.send = async (message: JSONRPCMessage) => {
+            const size = JSON.stringify(message).length;
+            unsent += size;
+            peakUnsent = Math.max(peakUnsent, unsent);
+            try {
+              await send(message);
+            } finally {
+              unsent -= size;
+            }
+          };
+          await mcp.connect(transport);
+        },
+        close: () => mcp.close(),
+      };
+    });
+    caller = await createAgent({ channels: [webSocket()] });
+  });
+
+  afterAll(async () => {
+    await caller?.close();
+    await server?.close();
+  });
+
+  it('a client that sends requests and never reads the answers: the server stops reading, it does not queue every answer', async () => {
+    unsent = 0;
+    peakUnsent = 0;
+    const count = 400; // 25 MiB of asks, each answered with as much
+    // The deadline ends the stalled session; what is asserted is what the server held meanwhile, not a time.
+    const call = caller.duplex<string, string>(server.addresses[0]!, 'mcp', { timeoutMs: 3_000 });
+    const sends = Array.from({ length: count }, (_, n) => call.send(bigPing(n, PING_SIZE)));
+    const outcomes = await Promise.allSettled(sends);
+    const sent = outcomes.filter((o) => o.status === 'fulfilled').length;
+    call.abort();
+    // Before: the server read all 400 and queued every answer (~24 MiB behind the stream's window).
+    expect(peakUnsent).toBeLessThanOrEqual(SERVER_HOLDS_AT_MOST);
+    expect(sent).toBeLessThan(count);
+  });
+
+  it('a slow but honest client gets every answer: reading resumes as the answers leave', async () => {
+    unsent = 0;
+    peakUnsent = 0;
+    const count = 200;
+    const call = caller.duplex<string, string>(server.addresses[0]!, 'mcp');
+    const sends = Array.from({ length: count }, (_, n) => call.send(bigPing(n, PING_SIZE)));
+    const ids = new Set<string>();
+    for await (const reply of call) {
+      ids.add((JSON.parse(reply) as { id: string }).id.split(':')[0]!);
+      if (ids.size === count) break;
+    }
+    await Promise.all(sends);
+    expect(ids.size).toBe(count);
+    expect(peakUnsent).toBeLessThanOrEqual(SERVER_HOLDS_AT_MOST);
+  });
+
+  it('a server that sends requests and never reads the answers: the client closes the session (RESOURCE_EXHAUSTED)', async () => {
+    const flood = 400;
+    const marker = new EventEmitter();
+    server.handleDuplex<string, string>('mcp-hostile', async function* (incoming) {
+      const reader = incoming[Symbol.asyncIterator]();
+      const initialize = JSON.parse((await reader.next()).value as string) as { id: number };
+      yield JSON.stringify({
+        jsonrpc: '2.0',
+        id: initialize.id,
+        result: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, serverInfo: { name: 'hostile', version: '1' } },
+      });
+      // Never reads again: the client's answers to these pings pile up on its side.
+      for (let n = 0; n < flood; n++) yield bigPing(n, PING_SIZE);
+      marker.emit('flooded');
+      await new Promise(() => undefined);
+    });
+    const client = new Client({ name: 'victim', version: '1.0.0' });
+    const transport = new AgentlinkClientTransport(caller, server.addresses[0]!, { method: 'mcp-hostile' });
+    const errors: Error[] = [];
+    const closed = new Promise<'closed'>((resolve) => {
+      client.onclose = () => resolve('closed');
+    });
+    client.onerror = (error) => errors.push(error);
+    await client.connect(transport);
+    // Before: the client answered all 400 (25 MiB waiting for a server that never reads) and stayed open.
+    const outcome = await Promise.race([closed, once(marker, 'flooded').then(() => 'flooded' as const)]);
+    expect(outcome).toBe('closed');
+    const exhausted = errors.find((e) => e instanceof AgentError && e.code === 'RESOURCE_EXHAUSTED');
+    expect(exhausted?.message).toContain(String(MAX_UNSENT_MCP_MESSAGES));
+  });
+
+  it('messages past the JSON bounds (nesting, arrays and objects) are refused before they are parsed; the session goes on', async () => {
+    const ping = (id: number, params: unknown) => JSON.stringify({ jsonrpc: '2.0', id, method: 'ping', params: { flood: params } });
+    const call = caller.duplex<string, string>(server.addresses[0]!, 'mcp');
+    // 1: 300,000 empty arrays (900 KB; each a JS array once parsed). 2: 300 nested ones. 3: an honest ping.
+    await call.send(ping(1, JSON.parse(`[${'[],'.repeat(MAX_MCP_JSON_CONTAINERS + 1000)}[]]`)));
+    await call.send(ping(2, JSON.parse(`${'['.repeat(MAX_MCP_JSON_DEPTH + 44)}${']'.repeat(MAX_MCP_JSON_DEPTH + 44)}`)));
+    await call.send(ping(3, 'honest'));
+    const answered: number[] = [];
+    for await (const reply of call) {
+      answered.push((JSON.parse(reply) as { id: number }).id);
+      if (answered.includes(3)) break;
+    }
+    // Before: all three were parsed and answered.
+    expect(answered).toEqual([3]);
+  });
+});
+
+describe('MCP requests in flight (ws, loopback)', () => {
+  let server: Agent;
+  let caller: Agent;
+  const events = new EventEmitter();
+  let waiting = 0;
+  events.on('waiting', () => waiting++);
+
+  beforeAll(async () => {
+    server = await createAgent({ channels: [webSocket({ port: 0, host: '127.0.0.1' })] });
+    serveMcp(server, () => exampleServer(events));
+    caller = await createAgent({ channels: [webSocket()] });
+  });
+
+  afterAll(async () => {
+    await caller?.close();
+    await server?.close();
+  });
+
+  it('a client calling a tool that never ends, over and over: the server works on at most the bound, the rest are answered at once', async () => {
+    const extra = 100;
+    const call = caller.duplex<string, string>(server.addresses[0]!, 'mcp');
+    const initialize = { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'flood', version: '1' } };
+    const replies = call[Symbol.asyncIterator]();
+    await call.send(JSON.stringify({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: initialize }));
+    expect(JSON.parse((await replies.next()).value as string)).toMatchObject({ id: 'init' }); // answered: not in flight
+    await call.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+    for (let n = 0; n < MAX_MCP_REQUESTS_IN_FLIGHT + extra; n++) {
+      await call.send(JSON.stringify({ jsonrpc: '2.0', id: n, method: 'tools/call', params: { name: 'wait-for-cancel', arguments: {} } }));
+    }
+    // One cancelled makes room for one more (the late call); then a ping, refused too, as the bound is reached again.
+    await call.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 0, reason: 'enough' } }));
+    await call.send(JSON.stringify({ jsonrpc: '2.0', id: 'late', method: 'tools/call', params: { name: 'wait-for-cancel', arguments: {} } }));
+    await call.send(JSON.stringify({ jsonrpc: '2.0', id: 'last', method: 'ping' }));
+    const refused: unknown[] = [];
+    for (let reply = await replies.next(); !reply.done; reply = await replies.next()) {
+      const message = JSON.parse(reply.value) as { id: unknown; error?: { code: number } };
+      if (message.error?.code === TOO_MANY_MCP_REQUESTS) refused.push(message.id);
+      if (message.id === 'last') break;
+    }
+    call.abort();
+    // Before: all 1,124 reached the tool (each a handler held until the session ends) and none was refused.
+    expect(refused).toEqual([...Array.from({ length: extra }, (_, n) => MAX_MCP_REQUESTS_IN_FLIGHT + n), 'last']);
+    expect(waiting).toBe(MAX_MCP_REQUESTS_IN_FLIGHT + 1); // the late one took the cancelled one's place
+  });
+});
+
+describe('MCP requests in flight on the client', () => {
+  it('a server asking for sampling that never ends, over and over: the client works on at most the bound, the rest are answered at once', async () => {
+    const server = await createAgent({ channels: [webSocket({ port: 0, host: '127.0.0.1' })] });
+    const caller = await createAgent({ channels: [webSocket()] });
+    try {
+      const extra = 100;
+      const refused: unknown[] = [];
+      const done = new EventEmitter();
+      server.handleDuplex<string, string>('mcp', async function* (incoming) {
+        const reader = incoming[Symbol.asyncIterator]();
+        const initialize = JSON.parse((await reader.next()).value as string) as { id: number };
+        yield JSON.stringify({
+          jsonrpc: '2.0',
+          id: initialize.id,
+          result: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, serverInfo: { name: 'asking', version: '1' } },
+        });
+        void (async () => {
+          for (let next = await reader.next(); !next.done; next = await reader.next()) {
+            const message = JSON.parse(next.value) as { id?: unknown; error?: { code: number } };
+            if (message.error?.code === TOO_MANY_MCP_REQUESTS) refused.push(message.id);
+            if (message.id === 'last') done.emit('done');
+          }
+        })().catch(() => undefined);
+        const params = { messages: [{ role: 'user', content: { type: 'text', text: 'hi' } }], maxTokens: 1 };
+        for (let n = 0; n < MAX_MCP_REQUESTS_IN_FLIGHT + extra; n++) yield JSON.stringify({ jsonrpc: '2.0', id: n, method: 'sampling/createMessage', params });
+        yield JSON.stringify({ jsonrpc: '2.0', id: 'last', method: 'ping' });
+        await new Promise(() => undefined);
+      });
+      const client = new Client({ name: 'sampler', version: '1.0.0' }, { capabilities: { sampling: {} } });
+      let sampling = 0;
+      client.setRequestHandler(CreateMessageRequestSchema, () => {
+        sampling++;
+        return new Promise(() => undefined); // a human who never answers
+      });
+      const finished = once(done, 'done');
+      await client.connect(new AgentlinkClientTransport(caller, server.addresses[0]!));
+      await finished;
+      // Before: all 1,124 reached the sampling handler and none was refused (the ping was answered).
+      expect(refused).toEqual([...Array.from({ length: extra }, (_, n) => MAX_MCP_REQUESTS_IN_FLIGHT + n), 'last']);
+      expect(sampling).toBe(MAX_MCP_REQUESTS_IN_FLIGHT);
+      await client.close();
+    } finally {
+      await caller.close();
+      await server.close();
+    }
+  });
+});
+
+describe('the JSON shape walk', () => {
+  it('refuses past the depth and container bounds, counts no bracket inside a string, accepts up to the bounds', () => {
+    const message = (params: string) => `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":${params}}}`;
+    // The message's own object and params take two levels and two containers.
+    const nested = (levels: number) => '['.repeat(levels) + ']'.repeat(levels);
+    expect(decodeMessage(message(nested(MAX_MCP_JSON_DEPTH - 2)))).toMatchObject({ method: 'ping' });
+    expect(() => decodeMessage(message(nested(MAX_MCP_JSON_DEPTH - 1)))).toThrow(/nests deeper than 256/);
+    const flat = (count: number) => `[${Array.from({ length: count }, () => '{}').join(',')}]`;
+    expect(decodeMessage(message(flat(MAX_MCP_JSON_CONTAINERS - 3)))).toMatchObject({ method: 'ping' });
+    expect(() => decodeMessage(message(flat(MAX_MCP_JSON_CONTAINERS - 2)))).toThrow(/more than 262144/);
+    // Brackets and escaped quotes inside strings are text.
+    const text = JSON.stringify(`${'[{'.repeat(MAX_MCP_JSON_CONTAINERS)}"\\"`);
+    expect(decodeMessage(message(text))).toMatchObject({ method: 'ping' });
+  });
+});

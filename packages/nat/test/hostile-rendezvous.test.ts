@@ -1,0 +1,124 @@
+import { createSocket, type Socket } from 'node:dgram';
+import { once } from 'node:events';
+import { AgentError, createAgent, Identity, type Agent } from '@agentlink/core';
+import { quic } from '@agentlink/quic';
+import { webSocket } from '@agentlink/ws';
+import stun from '@msimerson/stun';
+import { afterEach, describe, expect, it } from 'vitest';
+import { MAX_STUN_SERVERS, reach, signRecord, type Reach } from '../src/index.js';
+
+const { STUN_BINDING_RESPONSE } = stun.constants;
+
+/** A UDP socket on loopback that counts what arrives and answers every STUN binding request (as a STUN server). */
+async function countingStunServer(): Promise<{ socket: Socket; port: number; requests: () => number }> {
+  const socket = createSocket('udp4');
+  let requests = 0;
+  socket.on('message', (data, from) => {
+    requests++;
+    try {
+      const request = stun.decode(data);
+      const answer = stun.createMessage(STUN_BINDING_RESPONSE, request.transactionId);
+      answer.addXorAddress(from.address, from.port);
+      socket.send(answer.toBuffer(), from.port, from.address);
+    } catch {
+      // not STUN: counted only
+    }
+  });
+  socket.bind(0, '127.0.0.1');
+  await once(socket, 'listening');
+  return { socket, port: socket.address().port, requests: () => requests };
+}
+
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/** A rendezvous that answers `rdv.info` with `info` and takes every registration. */
+async function hostileRendezvous(info: unknown): Promise<{ agent: Agent; address: string; registered: Promise<unknown> }> {
+  const agent = await createAgent({ channels: [webSocket({ port: 0, host: '127.0.0.1' })] });
+  cleanups.push(() => agent.close());
+  let registered!: (record: unknown) => void;
+  const registration = new Promise((resolve) => (registered = resolve));
+  agent.handle('rdv.info', () => info);
+  agent.handle('rdv.register', (record) => {
+    registered(record);
+    return { ok: true };
+  });
+  return { agent, address: agent.addresses[0]!, registered: registration };
+}
+
+/** An agent using `rendezvous` for NAT traversal: it registers as it starts (and fails to start if it cannot). */
+async function reachingAgent(rendezvous: string): Promise<{ agent: Agent; nat: Reach }> {
+  const q = quic({ port: 0, host: '127.0.0.1' });
+  const nat = reach({ rendezvous, quic: q, heartbeatMs: 60_000 });
+  const agent = await createAgent({ channels: [q, webSocket()], plugins: [nat] });
+  cleanups.push(() => agent.close());
+  return { agent, nat };
+}
+
+describe('an agent against a hostile rendezvous', () => {
+  it('asks at most MAX_STUN_SERVERS of the STUN servers rdv.info lists (it cannot be made to send to thousands)', async () => {
+    const victim = await countingStunServer();
+    cleanups.push(() => victim.socket.close());
+    // A thousand "STUN servers", all a third party's address (or a thousand third parties).
+    const listed = Array.from({ length: 1000 }, () => ({ host: '127.0.0.1', port: victim.port }));
+    const rendezvous = await hostileRendezvous({ stun: listed });
+    await reachingAgent(rendezvous.address);
+    await rendezvous.registered; // the NAT was classified: every binding it asked was answered
+    // Before: one binding request to each of the 1,000 (each answered, so none retransmitted).
+    expect(victim.requests()).toBeGreaterThan(0);
+    expect(victim.requests()).toBeLessThanOrEqual(MAX_STUN_SERVERS);
+  });
+
+  it('refuses an rdv.info answer of the wrong shape with a typed error, not a TypeError', async () => {
+    for (const info of [{ stun: 'not a list' }, { stun: [{ port: 'x' }] }, { stun: [{ host: 7, port: 3478 }] }, { stun: [], instances: 'wss://x' }, 42]) {
+      const rendezvous = await hostileRendezvous(info);
+      const failure = await reachingAgent(rendezvous.address).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(failure).toBeInstanceOf(AgentError);
+      expect((failure as AgentError).code).toBe('PROTOCOL_ERROR');
+    }
+  });
+
+  it("answers rdv.punch with another agent's record: the agent dials nobody, not that other agent", async () => {
+    // B: a real agent on QUIC, with a record it signed. A: the agent the victim asks for, whose record names a
+    // port where nobody answers (a punch is the only way there).
+    const bQuic = quic({ port: 0, host: '127.0.0.1' });
+    const b = await createAgent({ channels: [bQuic] });
+    cleanups.push(() => b.close());
+    b.handle('who', () => 'B');
+    const bPort = (await bQuic.endpoint())!.localPort;
+    const silent = createSocket('udp4');
+    silent.bind(0, '127.0.0.1');
+    await once(silent, 'listening');
+    cleanups.push(() => silent.close());
+    const recordOf = (identity: Identity, candidate: string) =>
+      signRecord(identity, { agentId: identity.id, candidates: [candidate], nat: 'cone', portDelta: 0, seq: 1, expiresAt: Date.now() + 60_000 });
+    const a = Identity.generate();
+    const aRecord = recordOf(a, `quic://127.0.0.1:${silent.address().port}`);
+    const bRecord = recordOf(b.identity, `quic://127.0.0.1:${bPort}`);
+    const rendezvous = await hostileRendezvous({ stun: [] });
+    rendezvous.agent.handle('rdv.lookup', () => aRecord);
+    let punches = 0;
+    rendezvous.agent.handle('rdv.punch', () => {
+      punches++;
+      return bRecord; // not the record of the agent asked for
+    });
+    const vQuic = quic({ port: 0, host: '127.0.0.1' });
+    const nat = reach({ rendezvous: rendezvous.address, quic: vQuic, paths: ['punch'], heartbeatMs: 60_000, punchTimeoutMs: 1000 });
+    const victim = await createAgent({ channels: [vQuic, webSocket()], plugins: [nat] });
+    cleanups.push(() => victim.close());
+    const outcome = await victim.send(a.id, 'who', undefined, { timeoutMs: 3000 }).then(
+      (reply) => reply,
+      (error: unknown) => error,
+    );
+    expect(outcome).toBeInstanceOf(AgentError);
+    // Before: the victim dialled B (pinning B's key) and got a channel to it, which the pool filed under B; A's
+    // call still had none, so the pool dialled again: a punch and a new connection to B each time.
+    expect(b.channels()).toEqual([]);
+    expect(punches).toBe(1);
+  });
+});

@@ -54,6 +54,19 @@ export interface ChannelStream {
   reset(reason: AgentError): void;
   /** Orders this stream's outgoing data against other streams of the channel, where the transport can. */
   setPriority?(priority: Priority): void;
+  /**
+   * Set on a stream opened with `endsWithPeer` whose transport ends the opener's side with its first write
+   * (QUIC between peers that negotiated agentlink/2: the request and its FIN leave together). Core then writes
+   * the request as the stream's last write (`endWith`); nothing can follow it, so giving up is the reset alone
+   * (the reason's code reaches the peer, not its text), and the opener's later `end()` is a no-op.
+   */
+  readonly endsWithRequest?: boolean;
+  /**
+   * Set on a stream the peer opened when its opener may end its side with its request (see `endsWithRequest`):
+   * for a unary or streamed call that end is not a cancel. Core then reads once more after it: that read fails
+   * with the opener's code when the opener gives up, and resolves (undefined) once our side ended.
+   */
+  readonly peerEndsWithRequest?: boolean;
 }
 
 /** Options for {@link Channel.openStream}. */

@@ -134,13 +134,13 @@ export class QuicChannel implements Channel {
   }
 
   /**
-   * A call stream we open ends our side with its request when the caller asks (`endsWithPeer`) and the peer
+   * A call stream we open ends our side with its request when the caller asks (`endsWithRequest`) and the peer
    * surely knows the rule: agentlink/2 negotiated, and the handshake over. During a 0-RTT handshake the
    * peer's choice is not known yet (a ticket's protocol is a guess until the server's reply), so an early
    * stream keeps agentlink/1's way, which an agentlink/2 peer reads the same.
    */
   private endsWithRequestFor(options: OpenStreamOptions | undefined): boolean {
-    return options?.endsWithPeer === true && this.handshake === undefined && this.protocolEndsWithRequest();
+    return options?.endsWithRequest === true && this.handshake === undefined && this.protocolEndsWithRequest();
   }
 
   /** agentlink/2 was negotiated (asked of the engine once, when the peer's choice is known). */

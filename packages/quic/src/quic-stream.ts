@@ -1,5 +1,5 @@
 import { AgentError, type Priority } from '@agentlink/core';
-import { errorCodeToNumber, WRITTEN, type ChannelStream } from '@agentlink/core/transport';
+import { errorCodeFromNumber, errorCodeToNumber, WRITTEN, type ChannelStream } from '@agentlink/core/transport';
 import { fromNative } from './native-errors.js';
 import type { NativeReadEvent, NativeStream } from './native.js';
 import type { PushReader, PushReads } from './push-reads.js';
@@ -10,6 +10,12 @@ const QUIC_PRIORITY: Record<Priority, number> = { critical: 3, high: 2, normal: 
 const READ_SIZE = 1024 * 1024;
 /** Writes below this size written in the same tick are batched into one call into the engine. */
 const CORK_LIMIT = 16 * 1024;
+
+/** The caller of a unary call that ended its side with its request gave up: its code, as STOP_SENDING carries no text. */
+function callerStopped(code: number): AgentError {
+  const name = errorCodeFromNumber(code);
+  return new AgentError(name, `the caller stopped the call (${name})`, { remote: true });
+}
 
 /** A QUIC stream as a ChannelStream: one agentlink call per stream, no mux on top. */
 export class QuicChannelStream implements ChannelStream, PushReader {
@@ -290,7 +296,7 @@ export class QuicChannelStream implements ChannelStream, PushReader {
         if (!settlers) return;
         this.stopWait = undefined;
         if (code === null) settlers.resolve(undefined);
-        else settlers.reject(this.fail(new Error(`RESET|${code}`)));
+        else settlers.reject(this.fail(callerStopped(code)));
       },
       (error: unknown) => {
         const settlers = this.stopWait;

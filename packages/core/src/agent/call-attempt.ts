@@ -176,7 +176,9 @@ class CallAttempt implements CallControl, MessageReceiver {
     // A streamed call's request leaves at once (its caller waits for the first item, docs/architecture.md "A
     // stream's first token"); a unary call's shares the turn's write with the other calls of the turn.
     const firstWriteAtOnce = call.mode === 'stream' || call.mode === 'duplex';
-    return { priority: call.priority, idempotent: call.idempotent, endsWithPeer, firstWriteAtOnce };
+    // A unary call's request may carry the caller's end (QUIC's agentlink/2); a cancel then has its code alone.
+    const endsWithRequest = call.mode === 'unary';
+    return { priority: call.priority, idempotent: call.idempotent, endsWithPeer, endsWithRequest, firstWriteAtOnce };
   }
 
   /** Sends the request on the attempt's stream; undefined when the transport took it at once. */

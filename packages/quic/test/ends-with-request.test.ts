@@ -182,8 +182,11 @@ describe('agentlink/2: the request carries the caller end', () => {
       const s = await server(serverOptions);
       const c = await client(clientOptions);
       for (let i = 0; i < 20; i++) expect(await c.send(s.agent.addresses[0]!, 'echo', i)).toBe(i);
+      // A request larger than one engine write takes (two frame segments, past the 16 KiB last-write path).
+      const large = 'x'.repeat(300_000);
+      expect(await c.send(s.agent.addresses[0]!, 'echo', large)).toBe(large);
       const started = s.nextStart();
-      const slow = c.send(s.agent.addresses[0]!, 'slow', null);
+      const slow = c.send(s.agent.addresses[0]!, 'slow', large); // a handler that waits, after a large request
       await started;
       s.release();
       expect(await slow).toBe('answered');

@@ -246,3 +246,7 @@ pub fn peer_key(connection: &quinn::Connection) -> Option<[u8; 32]> {
 #[cfg(test)]
 #[path = "tls_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "alpn_tests.rs"]
+mod alpn_tests;

@@ -10,7 +10,7 @@
  * changes each round), so a slow spell of a shared machine lands on all of them; × raw is the median of the
  * rounds' ratios, with their range.
  * Usage (measures the built packages): pnpm build && pnpm --filter @agentlink/benchmarks call-cost
- *   [--rounds 9] [--calls 4000] [--only <subject name part>] (--only: one subject, for `node --cpu-prof`)
+ *   [--rounds 9] [--calls 4000] [--only <subject name part>[,<part>…]] (--only: some subjects, e.g. one for `node --cpu-prof`)
  */
 import { parseArgs } from 'node:util';
 import { createAgent, type Transport } from '@agentlink/core';
@@ -75,7 +75,9 @@ const all: Array<{ name: string; raw?: string; open: () => Promise<Echo> }> = [
       ]
     : []),
 ];
-const chosen = args.only ? all.filter((s) => s.name.includes(args.only!)) : all;
+// `--only 'raw QUIC,agentlink quic'`: the subjects whose names contain any of the comma-separated parts.
+const parts = args.only?.split(',').map((part) => part.trim()).filter(Boolean);
+const chosen = parts ? all.filter((s) => parts.some((part) => s.name.includes(part))) : all;
 const subjects: Subject[] = [];
 for (const s of chosen) subjects.push({ name: s.name, raw: s.raw, echo: await s.open(), cpuUs: [], wallUs: [] });
 

@@ -54,6 +54,19 @@ export interface ChannelStream {
   reset(reason: AgentError): void;
   /** Orders this stream's outgoing data against other streams of the channel, where the transport can. */
   setPriority?(priority: Priority): void;
+  /**
+   * Set on a stream opened with `OpenStreamOptions.endsWithRequest` whose transport ends the opener's side with its first write
+   * (QUIC between peers that negotiated agentlink/2: the request and its FIN leave together). Core then writes
+   * the request as the stream's last write (`endWith`); nothing can follow it, so giving up is the reset alone
+   * (the reason's code reaches the peer, not its text), and the opener's later `end()` is a no-op.
+   */
+  readonly endsWithRequest?: boolean;
+  /**
+   * Set on a stream the peer opened when its opener may end its side with its request (see `endsWithRequest`):
+   * for a unary or streamed call that end is not a cancel. Core then reads once more after it: that read fails
+   * with the opener's code when the opener gives up, and resolves (undefined) once our side ended.
+   */
+  readonly peerEndsWithRequest?: boolean;
 }
 
 /** Options for {@link Channel.openStream}. */
@@ -73,6 +86,13 @@ export interface OpenStreamOptions {
    * docs/protocol.md). The opener still calls `end()` once it read the peer's end; that is then a no-op.
    */
   endsWithPeer?: boolean;
+  /**
+   * The opener may end its side with its first write, where the transport can send both together (QUIC on
+   * agentlink/2; then the stream says `endsWithRequest`): a unary call's request. A cancel can then carry its
+   * code only, not its text (docs/protocol.md "Ending with the request"). A streamed call does not ask: leaving
+   * a stream early is common, and its handler gets the reason's text.
+   */
+  endsWithRequest?: boolean;
   /**
    * The opener waits for an answer to its first write while its turn goes on (a streamed call's request: the
    * caller's `for await` waits for the first item). A transport that batches the writes of a turn (the mux over

@@ -26,6 +26,11 @@ export interface NativeStream {
   /** Finishes our side after what was written and stops theirs with `code`; false when a write holds our side. */
   cancel(code: number): boolean;
   setPriority(priority: number): void;
+  /**
+   * Resolves with the code once the peer stopped our sending side (STOP_SENDING); null once our side is done
+   * otherwise (delivered, released, reset locally, the connection gone). Holds no write back.
+   */
+  stopped(): Promise<number | null>;
   release(): void;
 }
 
@@ -43,6 +48,8 @@ export interface NativeConnection {
   readonly peerKey: Buffer;
   readonly remoteAddress: string;
   readonly stableId: number;
+  /** The protocol the handshake chose ('agentlink/2', 'agentlink/1'); null while a dialler's 0-RTT handshake runs. */
+  readonly protocol: string | null;
   /** 'none' (handed over after a full handshake), 'pending' (during it: 0-RTT / 0.5-RTT), 'accepted', 'rejected'. */
   readonly earlyData: 'none' | 'pending' | 'accepted' | 'rejected';
   /** Resolves once the handshake ended: false when the peer rejected our 0-RTT data (or the connection failed). */
@@ -112,6 +119,8 @@ export interface EndpointOptions {
   handshakeTimeoutMs?: number;
   /** IPv6 peers are counted per network of this many leading bits (1–128). */
   ipv6PrefixLength?: number;
+  /** Offer and accept only agentlink/1, as an engine from before agentlink/2 does (interop tests). */
+  legacyProtocol?: boolean;
 }
 
 export interface NativeBinding {

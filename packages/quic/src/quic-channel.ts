@@ -5,6 +5,9 @@ import type { NativeConnection, NativeStream } from './native.js';
 import { PushReads } from './push-reads.js';
 import { QuicChannelStream } from './quic-stream.js';
 
+/** The ALPN id of agentlink/2: a unary or streamed call's request may carry the caller's end (native/src/tls.rs). */
+export const ENDS_WITH_REQUEST_PROTOCOL = 'agentlink/2';
+
 /** A QUIC connection as a Channel: streams map 1:1 to QUIC streams (no head-of-line blocking between calls). */
 export class QuicChannel implements Channel {
   readonly kind = 'quic';
@@ -21,6 +24,8 @@ export class QuicChannel implements Channel {
   private early = 0;
   /** Reads of every stream of this connection arrive in batches (push-reads.ts). */
   private readonly reads: PushReads;
+  /** Both peers speak agentlink/2 (the caller's end may come with its request); undefined until the peer's choice is known. */
+  private endsWithRequest: boolean | undefined;
 
   constructor(
     private readonly connection: NativeConnection,
@@ -30,7 +35,7 @@ export class QuicChannel implements Channel {
   ) {
     this.remoteAddress = connection.remoteAddress;
     // Reads and the streams the peer opens come in batches from one engine task per connection (push-reads.ts).
-    this.reads = new PushReads(connection, (native) => onStream(this.track(native, false), this));
+    this.reads = new PushReads(connection, (native) => onStream(this.track(native, false, this.protocolEndsWithRequest()), this));
     this.closed = connection.closed().then((message) => {
       this.closeReason ??= fromNative(new Error(message));
       connection.release(); // free the connection's state now, not at the next garbage collection
@@ -96,7 +101,7 @@ export class QuicChannel implements Channel {
       this.closeReason ??= fromNative(error);
       throw this.closeReason;
     }
-    const stream = this.track(native, true);
+    const stream = this.track(native, true, this.endsWithRequestFor(options));
     if (options?.priority && options.priority !== 'normal') stream.setPriority(options.priority);
     return stream;
   }
@@ -116,7 +121,7 @@ export class QuicChannel implements Channel {
       return undefined; // the connection is gone: `openStream` fails the same way and closes the channel
     }
     if (!native) return undefined;
-    const stream = this.track(native, true);
+    const stream = this.track(native, true, this.endsWithRequestFor(options));
     if (options?.priority && options.priority !== 'normal') stream.setPriority(options.priority);
     return stream;
   }
@@ -128,7 +133,32 @@ export class QuicChannel implements Channel {
     await this.closed;
   }
 
-  private track(native: NativeStream, opened: boolean): QuicChannelStream {
+  /**
+   * A call stream we open ends our side with its request when the caller asks (`endsWithRequest`) and the peer
+   * surely knows the rule: agentlink/2 negotiated, and the handshake over. During a 0-RTT handshake the
+   * peer's choice is not known yet (a ticket's protocol is a guess until the server's reply), so an early
+   * stream keeps agentlink/1's way, which an agentlink/2 peer reads the same.
+   */
+  private endsWithRequestFor(options: OpenStreamOptions | undefined): boolean {
+    return options?.endsWithRequest === true && this.handshake === undefined && this.protocolEndsWithRequest();
+  }
+
+  /** agentlink/2 was negotiated (asked of the engine once, when the peer's choice is known). */
+  private protocolEndsWithRequest(): boolean {
+    if (this.endsWithRequest === undefined) {
+      const protocol = this.connection.protocol;
+      if (protocol === null) return false; // not known yet (a dialler's 0-RTT), or released: agentlink/1's way
+      this.endsWithRequest = protocol === ENDS_WITH_REQUEST_PROTOCOL;
+    }
+    return this.endsWithRequest;
+  }
+
+  /** The protocol the handshake chose ('agentlink/2', 'agentlink/1'); null while a dialler's 0-RTT handshake runs. */
+  get protocol(): string | null {
+    return this.connection.protocol;
+  }
+
+  private track(native: NativeStream, opened: boolean, endsWithRequest: boolean): QuicChannelStream {
     this.streams++;
     const done = (failure?: AgentError): void => {
       this.streams--;
@@ -137,7 +167,7 @@ export class QuicChannel implements Channel {
       // resent at once; without this its new stream could still be counted as early.
       if (failure?.unprocessed) this.handshake = undefined;
     };
-    return new QuicChannelStream(native, done, opened, this.reads);
+    return new QuicChannelStream(native, done, opened, this.reads, opened && endsWithRequest, !opened && endsWithRequest);
   }
 
   private async acceptStreams(onStream: (stream: ChannelStream, channel: Channel) => void): Promise<void> {
@@ -145,7 +175,7 @@ export class QuicChannel implements Channel {
     for (;;) {
       const batch = await this.connection.acceptStreams();
       if (batch.length === 0) return;
-      for (const native of batch) onStream(this.track(native, false), this);
+      for (const native of batch) onStream(this.track(native, false, this.protocolEndsWithRequest()), this);
     }
   }
 }

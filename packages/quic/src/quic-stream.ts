@@ -1,5 +1,5 @@
 import { AgentError, type Priority } from '@agentlink/core';
-import { errorCodeToNumber, WRITTEN, type ChannelStream } from '@agentlink/core/transport';
+import { errorCodeFromNumber, errorCodeToNumber, WRITTEN, type ChannelStream } from '@agentlink/core/transport';
 import { fromNative } from './native-errors.js';
 import type { NativeReadEvent, NativeStream } from './native.js';
 import type { PushReader, PushReads } from './push-reads.js';
@@ -10,6 +10,12 @@ const QUIC_PRIORITY: Record<Priority, number> = { critical: 3, high: 2, normal: 
 const READ_SIZE = 1024 * 1024;
 /** Writes below this size written in the same tick are batched into one call into the engine. */
 const CORK_LIMIT = 16 * 1024;
+
+/** The caller of a unary call that ended its side with its request gave up: its code, as STOP_SENDING carries no text. */
+function callerStopped(code: number): AgentError {
+  const name = errorCodeFromNumber(code);
+  return new AgentError(name, `the caller stopped the call (${name})`, { remote: true });
+}
 
 /** A QUIC stream as a ChannelStream: one agentlink call per stream, no mux on top. */
 export class QuicChannelStream implements ChannelStream, PushReader {
@@ -37,15 +43,21 @@ export class QuicChannelStream implements ChannelStream, PushReader {
   private readSettlers: { resolve: (data: Uint8Array | undefined) => void; reject: (error: unknown) => void } | undefined;
   private readonly token: number;
 
+  /** The read after the peer's end that waits for its STOP_SENDING or our end (see `afterPeerEnd`). */
+  private stopWait: { resolve: (data: undefined) => void; reject: (error: unknown) => void } | undefined;
+
   /**
    * `onDone` runs once, when both sides ended or the stream failed (with the failure): the channel's stream count. `opened`: we
-   * opened it (we are the caller), so a reset may end it gracefully (see `reset`).
+   * opened it (we are the caller), so a reset may end it gracefully (see `reset`). `endsWithRequest` (a stream we
+   * open, on agentlink/2) and `peerEndsWithRequest` (one the peer opened there): see ChannelStream.
    */
   constructor(
     private readonly native: NativeStream,
     private readonly onDone: (failure?: AgentError) => void,
     private readonly opened = false,
     private readonly reads?: PushReads,
+    readonly endsWithRequest = false,
+    readonly peerEndsWithRequest = false,
   ) {
     this.token = reads?.token() ?? 0;
   }
@@ -146,6 +158,7 @@ export class QuicChannelStream implements ChannelStream, PushReader {
   }
 
   end(): Promise<void> {
+    if (this.localEnded) return WRITTEN; // ended with the request (endsWithRequest): core's end after the reply
     const failure = this.localReset ?? this.writeFailure;
     if (failure) return Promise.reject(failure);
     if (this.blocked) return this.blocked.then(() => this.end());
@@ -213,6 +226,7 @@ export class QuicChannelStream implements ChannelStream, PushReader {
 
   read(): Promise<Uint8Array | undefined> {
     if (this.localReset) return Promise.reject(this.localReset);
+    if (this.remoteEnded && this.peerEndsWithRequest) return this.afterPeerEnd();
     if (this.endTaken) {
       this.endTaken = false;
       return Promise.resolve(this.remoteEnd());
@@ -264,8 +278,47 @@ export class QuicChannelStream implements ChannelStream, PushReader {
     settlers.resolve(this.remoteEnd());
   }
 
+  /**
+   * A read after the peer's end, on a stream whose opener ends its side with its request (agentlink/2): the
+   * opener gives up by stopping our side, which fails this read with its code (the engine's `stopped`, so a
+   * handler that is not writing learns it at once); it resolves once our side ended. One engine wait per
+   * stream at most, ended by our end, a reset or the stream's release (docs/security.md).
+   */
+  private afterPeerEnd(): Promise<undefined> {
+    if (this.localEnded || this.released) return Promise.resolve(undefined);
+    if (this.stopWait) return Promise.reject(new AgentError('INVALID_ARGUMENT', 'one read at a time'));
+    const waiting = new Promise<undefined>((resolve, reject) => {
+      this.stopWait = { resolve, reject };
+    });
+    this.native.stopped().then(
+      (code) => {
+        const settlers = this.stopWait;
+        if (!settlers) return;
+        this.stopWait = undefined;
+        if (code === null) settlers.resolve(undefined);
+        else settlers.reject(this.fail(callerStopped(code)));
+      },
+      (error: unknown) => {
+        const settlers = this.stopWait;
+        this.stopWait = undefined;
+        settlers?.reject(this.fail(error));
+      },
+    );
+    return waiting;
+  }
+
+  /** Settles the read waiting after the peer's end: our side ended (undefined) or the stream failed. */
+  private settleStopWait(failure?: AgentError): void {
+    const settlers = this.stopWait;
+    if (!settlers) return;
+    this.stopWait = undefined;
+    if (failure) settlers.reject(failure);
+    else settlers.resolve(undefined);
+  }
+
   private ended(): void {
     this.localEnded = true;
+    this.settleStopWait();
     if (this.remoteEnded) this.release();
   }
 
@@ -290,6 +343,7 @@ export class QuicChannelStream implements ChannelStream, PushReader {
     this.corked = [];
     this.corkedBytes = 0;
     if (!(pending && this.opened && this.sendWhole(pending) && this.native.cancel(code))) this.native.reset(code);
+    this.settleStopWait(reason);
     this.release();
   }
 
@@ -315,6 +369,7 @@ export class QuicChannelStream implements ChannelStream, PushReader {
   private release(failure?: AgentError): void {
     if (this.released) return;
     this.released = true;
+    this.settleStopWait(failure);
     try {
       this.native.release();
     } finally {

@@ -71,6 +71,11 @@ export interface QuicOptions {
    * `UNAVAILABLE`, naming the platform, the supported targets and the override variable.
    */
   required?: boolean;
+  /**
+   * Speak only the first protocol, agentlink/1, as engines before agentlink/2 do (default false): for tests of
+   * mixed deployments. agentlink/2 lets a unary or streamed call's request carry the caller's end (docs/protocol.md).
+   */
+  legacyProtocol?: boolean;
 }
 
 export type QuicCongestion = 'delivery' | 'bbr' | 'cubic' | 'newreno';
@@ -133,6 +138,7 @@ export function quic(options: QuicOptions = {}): Transport & { endpoint(): Promi
         newConnectionsPerIpPerSecond: u32(limits.newConnectionsPerIpPerSecond),
         handshakeTimeoutMs: u32(limits.handshakeTimeoutMs),
         ipv6PrefixLength: limits.ipv6PrefixLength,
+        legacyProtocol: options.legacyProtocol === true,
       })
       .catch((error: unknown) => Promise.reject(fromNative(error)));
   };

@@ -10,6 +10,7 @@ export function fakeConnection(overrides: Partial<NativeConnection> = {}): Nativ
     peerKey: Buffer.alloc(32),
     remoteAddress: '127.0.0.1:1',
     stableId: 1,
+    protocol: 'agentlink/2',
     earlyData: 'none',
     handshakeDone: () => never,
     tryOpenStream: () => null,

@@ -29,6 +29,7 @@ function creditedStream(credit: number) {
     reset: (code) => engineFails(`LOCAL_RESET|${code}`),
     cancel: () => true,
     setPriority: () => undefined,
+    stopped: () => new Promise(() => undefined),
     release: () => undefined,
   };
   const engineFails = (message: string): void => {

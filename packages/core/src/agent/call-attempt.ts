@@ -176,7 +176,9 @@ class CallAttempt implements CallControl, MessageReceiver {
     // A streamed call's request leaves at once (its caller waits for the first item, docs/architecture.md "A
     // stream's first token"); a unary call's shares the turn's write with the other calls of the turn.
     const firstWriteAtOnce = call.mode === 'stream' || call.mode === 'duplex';
-    return { priority: call.priority, idempotent: call.idempotent, endsWithPeer, firstWriteAtOnce };
+    // A unary call's request may carry the caller's end (QUIC's agentlink/2); a cancel then has its code alone.
+    const endsWithRequest = call.mode === 'unary';
+    return { priority: call.priority, idempotent: call.idempotent, endsWithPeer, endsWithRequest, firstWriteAtOnce };
   }
 
   /** Sends the request on the attempt's stream; undefined when the transport took it at once. */
@@ -185,7 +187,7 @@ class CallAttempt implements CallControl, MessageReceiver {
     // No pool.touch: the slot taken keeps the channel from idling and from eviction, and its release stamps the use.
     const framed = (this.framed = new FramedStream(stream, deps.maxFrameSize, deps.budget(channel)));
     if (this.aborted.reason) this.resetStream(this.aborted.reason);
-    const sent = framed.send({
+    const request: WireMessage = {
       type: 'request',
       method: call.method,
       timeoutMs: call.remainingMs(),
@@ -193,7 +195,9 @@ class CallAttempt implements CallControl, MessageReceiver {
       metadata: call.metadata,
       body: call.body,
       mode: call.mode,
-    });
+    };
+    // Where the transport ends our side with the request (QUIC's agentlink/2), the FIN leaves with it.
+    const sent = stream.endsWithRequest ? framed.sendLast(request) : framed.send(request);
     if (call.mode === 'duplex') return this.attachOutbox(sent, framed);
     return sent === WRITTEN ? undefined : sent;
   }
@@ -283,8 +287,9 @@ class CallAttempt implements CallControl, MessageReceiver {
   private resetStream(reason: AgentError): void {
     const framed = this.framed;
     if (!framed || this.settled) return;
-    // The cancel frame carries the reason's text; the reset carries its code even if the frame is dropped.
-    framed.send({ type: 'cancel', code: reason.code, message: reason.message }).catch(() => undefined);
+    // The cancel frame carries the reason's text; the reset carries its code even if the frame is dropped. A
+    // stream whose side ended with its request has no room for the frame: the reset's code alone tells the peer.
+    if (!framed.stream.endsWithRequest) framed.send({ type: 'cancel', code: reason.code, message: reason.message }).catch(() => undefined);
     framed.stream.reset(reason);
   }
 }

@@ -371,13 +371,28 @@ class InboundCall implements CallInfo, CallControl, MessageReceiver {
   /** What the caller sent after its request: true once that settled the watch (it always does). */
   private callerSent(message: WireMessage | undefined): boolean {
     if (message === undefined) {
-      if (!this.replied) this.abort(new AgentError('CANCELLED', 'caller ended the stream'));
+      if (this.replied) return true;
+      if (this.framed.stream.peerEndsWithRequest && (this.request.mode === 'unary' || this.request.mode === 'stream')) {
+        this.watchCallerStop();
+        return true;
+      }
+      this.abort(new AgentError('CANCELLED', 'caller ended the stream'));
     } else if (message.type === 'cancel') {
       this.abort(new AgentError(message.code, message.message, { remote: true }));
     } else {
       this.abort(new AgentError('PROTOCOL_ERROR', `unexpected ${message.type} from the caller`));
     }
     return true;
+  }
+
+  /**
+   * The caller ended its side with its request (ChannelStream.peerEndsWithRequest): that is no cancel. Its
+   * cancel, if it comes, fails one more read (with its code); that read ends once our side did.
+   */
+  private watchCallerStop(): void {
+    this.framed.stream.read().then(undefined, (error: unknown) => {
+      if (!this.replied) this.abort(toAgentError(error, 'CANCELLED'));
+    });
   }
 
   /** MessageReceiver (`watchCaller`, push-style): the first message settles the watch; later ones are dropped. */

@@ -125,6 +125,14 @@ impl QuicConnection {
         self.stable_id
     }
 
+    /// The application protocol the handshake chose ("agentlink/2", "agentlink/1"), or null while the peer's
+    /// choice is not known yet (a dialler's 0-RTT) or once the connection is released (see tls::protocol).
+    #[napi(getter)]
+    pub fn protocol(&self) -> Option<String> {
+        let connection = self.get().ok()?;
+        crate::tls::protocol(&connection).map(|p| String::from_utf8_lossy(&p).into_owned())
+    }
+
     /// Opens a stream at once when the peer's stream limit allows (no thread hop); null otherwise (then `open_stream`).
     #[napi]
     pub fn try_open_stream(&self) -> Result<Option<QuicStream>> {

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
-use quinn::crypto::rustls::QuicClientConfig;
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn::{ClientConfig, IdleTimeout, TokioRuntime, TransportConfig, VarInt};
 use tokio::sync::{mpsc, oneshot, watch, Mutex};
 
@@ -48,6 +48,8 @@ pub struct EndpointOptions {
     pub handshake_timeout_ms: Option<u32>,
     /// IPv6 peers are counted per network of this many leading bits (1–128; default 64).
     pub ipv6_prefix_length: Option<u32>,
+    /// Test hook: offer and accept only agentlink/1, as an engine from before agentlink/2 (tls.rs) does.
+    pub legacy_protocol: Option<bool>,
 }
 
 /// A peer turned away before it became a connection in JavaScript (see listener.rs).
@@ -81,6 +83,8 @@ pub struct QuicEndpoint {
     closed: watch::Sender<bool>,
     /// Streams a peer may hold open at once; each connection grants them as they are used (stream_credit.rs).
     max_streams: u32,
+    /// Offers only agentlink/1 when dialling (EndpointOptions.legacy_protocol).
+    legacy: bool,
 }
 
 const SOCKET_BUFFER: usize = 4 * 1024 * 1024;
@@ -173,8 +177,15 @@ pub async fn bind_endpoint(options: EndpointOptions) -> Result<QuicEndpoint> {
     // The stateless-reset key comes from the agent's key, so a restart answers old connections with a reset.
     let endpoint_config = endpoint_config(&credentials.key).map_err(|e| coded("INVALID_ARGUMENT", e))?;
     let admission = Admission::new(limits(&options));
+    let legacy = options.legacy_protocol.unwrap_or(false);
     let server_config = if options.accept {
-        Some(listener::server_config(&credentials, accepted_transport, &admission).map_err(|e| coded("INVALID_ARGUMENT", e))?)
+        let mut config = listener::server_config(&credentials, accepted_transport, &admission).map_err(|e| coded("INVALID_ARGUMENT", e))?;
+        if legacy {
+            let mut tls = tls::server_config(&credentials).map_err(|e| coded("INVALID_ARGUMENT", e))?;
+            tls.alpn_protocols = tls::protocols(true);
+            config.crypto = Arc::new(QuicServerConfig::try_from(tls).map_err(|e| coded("INVALID_ARGUMENT", e))?);
+        }
+        Some(config)
     } else {
         None
     };
@@ -196,6 +207,7 @@ pub async fn bind_endpoint(options: EndpointOptions) -> Result<QuicEndpoint> {
         raw: Mutex::new(raw_rx),
         closed: watch::channel(false).0,
         max_streams: max_streams(&options),
+        legacy,
     })
 }
 
@@ -258,6 +270,7 @@ async fn handshake(
     expected: [u8; 32],
     timeout_ms: u32,
     early_data: bool,
+    legacy: bool,
 ) -> Result<QuicConnection> {
     let local = endpoint.local_addr().map_err(|e| coded("UNAVAILABLE", e))?;
     let address = resolve(&host, port, local).await?;
@@ -267,6 +280,13 @@ async fn handshake(
         .unwrap_or_else(|e| e.into_inner())
         .config_for(&credentials, expected)
         .map_err(|e| coded("INVALID_ARGUMENT", e))?;
+    let crypto = if legacy {
+        let mut only_first = (*crypto).clone(); // shares the ticket store
+        only_first.alpn_protocols = tls::protocols(true);
+        Arc::new(only_first)
+    } else {
+        crypto
+    };
     let mut config = ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto).map_err(|e| coded("INVALID_ARGUMENT", e))?));
     config.transport_config(transport);
     let connecting = endpoint
@@ -341,7 +361,7 @@ impl QuicEndpoint {
     pub fn dial(&self, host: String, port: u32, expected_key: Buffer, timeout_ms: u32, early_data: Option<bool>) -> Result<Dial> {
         let expected: [u8; 32] = expected_key.as_ref().try_into().map_err(|_| coded("INVALID_ARGUMENT", "expected key must be 32 bytes"))?;
         let (sender, receiver) = oneshot::channel();
-        let work = handshake(self.endpoint.clone(), self.credentials.clone(), self.transport.clone(), self.max_streams, host, port, expected, timeout_ms, early_data.unwrap_or(false));
+        let work = handshake(self.endpoint.clone(), self.credentials.clone(), self.transport.clone(), self.max_streams, host, port, expected, timeout_ms, early_data.unwrap_or(false), self.legacy);
         let task = napi::bindgen_prelude::spawn(async move {
             // Nobody waiting any more (the dial was cancelled as it completed): the connection is dropped, which
             // closes it.

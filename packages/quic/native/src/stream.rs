@@ -337,6 +337,28 @@ impl QuicStream {
         true
     }
 
+    /// Resolves once the peer stopped our sending side (STOP_SENDING): its code. Null once our side is done
+    /// otherwise (all of it delivered, the stream or connection gone, or a local reset). A handler whose caller
+    /// ended its side with its request (agentlink/2) learns of a cancel this way while it is not writing. No lock
+    /// is held while it waits (writes go on); one per stream at most is asked (quic-stream.ts), and it ends with
+    /// the stream's data or the connection (docs/security.md).
+    #[napi]
+    pub async fn stopped(&self) -> Option<u32> {
+        let stopped = {
+            let guard = self.send.lock().await;
+            guard.as_ref()?.stopped()
+        };
+        let mut reset = self.reset.subscribe();
+        tokio::select! {
+            biased;
+            _ = wait_for_reset(&mut reset) => None,
+            outcome = stopped => match outcome {
+                Ok(Some(code)) => u32::try_from(code.into_inner()).ok().or(Some(u32::MAX)),
+                _ => None,
+            },
+        }
+    }
+
     /// Sends this stream's data before lower-priority streams of the same connection (higher = sooner).
     #[napi]
     pub fn set_priority(&self, priority: i32) {

@@ -10,7 +10,23 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, Serve
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{DigitallySignedStruct, DistinguishedName, Error, SignatureScheme};
 
+/// The first protocol: a caller's end (FIN) before the reply is a cancel.
 pub const ALPN: &[u8] = b"agentlink/1";
+/// agentlink/1 plus one rule: a unary or streamed call's caller may end its side with its request (one packet,
+/// no FIN of its own after the reply), and gives up by STOP_SENDING with the error's code instead of a cancel
+/// message (docs/protocol.md "Ending with the request"). Offered first; a peer that knows only agentlink/1
+/// picks that (rustls servers pick by their own order, among the protocols the client offers).
+pub const ALPN_ENDS_WITH_REQUEST: &[u8] = b"agentlink/2";
+
+/// What we offer and accept, most preferred first: `legacy` (a test hook, EndpointOptions.legacyProtocol) is a
+/// peer that knows only agentlink/1.
+pub fn protocols(legacy: bool) -> Vec<Vec<u8>> {
+    if legacy {
+        vec![ALPN.to_vec()]
+    } else {
+        vec![ALPN_ENDS_WITH_REQUEST.to_vec(), ALPN.to_vec()]
+    }
+}
 
 /// Words our verifiers' errors start with. quinn hands a failed handshake's error over as text only, so the
 /// listener tells these reasons apart by them (see handshake.rs); the colon keeps one from matching the other.
@@ -186,7 +202,7 @@ pub fn server_config(credentials: &Credentials) -> Result<rustls::ServerConfig, 
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_client_cert_verifier(Arc::new(AnyAgentKey))
         .with_single_cert(vec![credentials.cert.clone()], credentials.key())?;
-    config.alpn_protocols = vec![ALPN.to_vec()];
+    config.alpn_protocols = protocols(false);
     // Resumption and 0-RTT (session_cache.rs): stateful, single-use tickets; QUIC allows only 0 or u32::MAX here
     // (the amount of early data is bounded by the transport's flow-control windows instead).
     config.session_storage = rustls::server::ServerSessionMemoryCache::new(crate::session_cache::SERVER_TICKETS);
@@ -196,7 +212,7 @@ pub fn server_config(credentials: &Credentials) -> Result<rustls::ServerConfig, 
 
 pub fn client_config(credentials: &Credentials, expected: [u8; 32]) -> Result<rustls::ClientConfig, Error> {
     let mut config = client_builder(expected)?.with_client_auth_cert(vec![credentials.cert.clone()], credentials.key())?;
-    config.alpn_protocols = vec![ALPN.to_vec()];
+    config.alpn_protocols = protocols(false);
     Ok(config)
 }
 
@@ -210,6 +226,16 @@ pub(crate) fn client_builder(
         .with_custom_certificate_verifier(Arc::new(PinnedServerKey { expected })))
 }
 
+/// The application protocol the handshake chose (ALPN), once the peer's choice is known: at once on a listener
+/// (it chose from the client's hello), after the server's reply on a dialler (never from a 0-RTT guess).
+pub fn protocol(connection: &quinn::Connection) -> Option<Vec<u8>> {
+    connection
+        .handshake_data()?
+        .downcast::<quinn::crypto::rustls::HandshakeData>()
+        .ok()?
+        .protocol
+}
+
 /// The authenticated key of a connection's peer, from the certificate it presented in the handshake.
 pub fn peer_key(connection: &quinn::Connection) -> Option<[u8; 32]> {
     let identity = connection.peer_identity()?;
@@ -220,3 +246,7 @@ pub fn peer_key(connection: &quinn::Connection) -> Option<[u8; 32]> {
 #[cfg(test)]
 #[path = "tls_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "alpn_tests.rs"]
+mod alpn_tests;

@@ -136,6 +136,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
             onRefused: context.onRefused,
             mux: options.mux,
           });
+          guard.adopt(tlsSocket, channel);
           context.onChannel(channel);
         });
       });

@@ -4,9 +4,10 @@ import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { AgentError, createAgent, type Agent } from '@agentlink/core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { MIN_IDLE_MS_BEFORE_EVICTION } from '@agentlink/core/transport';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 // The stranger's tools are shared with the HTTP/2 channel's tests.
-import { expectPerIpPlaceFreed, nextRefusal, requireTool, strangerCertificate, tcp, type PemFiles } from '../../http2/test/hostile-helpers.js';
+import { expectIdleEviction, expectPerIpPlaceFreed, nextRefusal, requireTool, strangerCertificate, tcp, type PemFiles } from '../../http2/test/hostile-helpers.js';
 import { webSocket, type WebSocketOptions } from '../src/index.js';
 
 const agents: Agent[] = [];
@@ -111,6 +112,21 @@ describe('WebSocket listener against hostile peers', () => {
 
   it('connections over maxConnectionsPerIp are closed before TLS and reported; a closed one frees its place', async () => {
     await expectPerIpPlaceFreed('ws', agent, { maxConnectionsPerIp: 1 }, portOf);
+  });
+
+  it('a full listener evicts the idle connection of the group holding the most for a smaller group, and says why', async () => {
+    vi.useFakeTimers({ toFake: ['performance'] }); // the idle ages: sockets and their timers stay real
+    try {
+      await expectIdleEviction({
+        kind: 'ws',
+        agent,
+        from: (ip) => ({ localAddress: ip }),
+        advance: (ms) => void vi.advanceTimersByTime(ms),
+        minIdleMs: MIN_IDLE_MS_BEFORE_EVICTION,
+      });
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('new connections over the per-IP rate are refused (ip-rate); admitConnection still runs after the limits', async () => {

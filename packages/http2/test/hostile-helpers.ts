@@ -151,6 +151,8 @@ export interface EvictionHarness {
   advance(ms: number): Promise<void> | void;
   /** How long a connection must be idle before it may be evicted. */
   minIdleMs: number;
+  /** The listener names the evicted peer in its report (the node:tls channels; the QUIC engine gives its address). */
+  reportsPeer: boolean;
 }
 
 /**
@@ -181,7 +183,10 @@ export async function expectIdleEviction(harness: EvictionHarness): Promise<void
   const evicted = nextRefusal((r) => r.kind === kind && r.reason === 'evicted');
   const newcomer = await agent(from('127.0.0.1'));
   expect(await newcomer.send(address, 'echo', 'second')).toBe('second');
-  expect(await evicted).toMatchObject({ stage: 'connection', code: 'RESOURCE_EXHAUSTED', peer: attackers[1]!.id });
+  const refusal = await evicted;
+  expect(refusal).toMatchObject({ stage: 'connection', code: 'RESOURCE_EXHAUSTED' });
+  expect(refusal.remoteAddress).toMatch(/^127\.0\.0\.2:/);
+  expect(refusal.peer).toBe(harness.reportsPeer ? attackers[1]!.id : undefined);
   // The evicted peer hears why: its pool dials again when it next needs the listener.
   expect((await victimChannel.closed).code).toBe('RESOURCE_EXHAUSTED');
   expect(server.stats().refusals['connection:evicted']).toBe(1);

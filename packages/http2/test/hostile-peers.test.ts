@@ -224,6 +224,7 @@ describe('HTTP/2 listener against hostile peers', () => {
           from: (ip) => ({ localAddress: ip }),
           advance: (ms) => void vi.advanceTimersByTime(ms),
           minIdleMs: MIN_IDLE_MS_BEFORE_EVICTION,
+          reportsPeer: true,
         });
       } finally {
         vi.useRealTimers();

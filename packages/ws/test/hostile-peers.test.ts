@@ -123,6 +123,7 @@ describe('WebSocket listener against hostile peers', () => {
         from: (ip) => ({ localAddress: ip }),
         advance: (ms) => void vi.advanceTimersByTime(ms),
         minIdleMs: MIN_IDLE_MS_BEFORE_EVICTION,
+        reportsPeer: true,
       });
     } finally {
       vi.useRealTimers();

@@ -136,10 +136,12 @@ export class ConnectionGroups {
     tier.add(group);
   }
 
+  /**
+   * An emptied tier is kept, not deleted: a group alone at its count goes busy and idle with every call, and a new
+   * Set per call would be garbage on the serving path. The tiers are bounded by the counts a group can hold
+   * (maxConnectionsPerIp).
+   */
   private unindexIdle(group: Group, count: number): void {
-    const tier = this.idleByCount.get(count);
-    if (!tier) return;
-    tier.delete(group);
-    if (tier.size === 0) this.idleByCount.delete(count);
+    this.idleByCount.get(count)?.delete(group);
   }
 }

@@ -298,12 +298,11 @@ impl State {
         }
     }
 
+    /// An emptied tier is kept, not removed: a group alone at its count goes busy and idle with every call, and a
+    /// new set per call would be an allocation on the serving path. Tiers are bounded by `max_connections_per_ip`.
     fn unindex_idle(&mut self, ip: IpAddr, count: u32) {
         if let Some(tier) = self.idle_by_count.get_mut(&count) {
             tier.remove(&ip);
-            if tier.is_empty() {
-                self.idle_by_count.remove(&count);
-            }
         }
     }
 }

@@ -67,8 +67,9 @@ async function stranger(ip: string): Promise<void> {
           () => true,
           () => false,
         );
-        if (!ok) continue;
+        // With `repingSeconds`, one refused (the listener was full) keeps trying too: strangers take every place.
         if (repingMs > 0) void reping(agent);
+        if (!ok) continue;
       }
     };
     await Promise.all(Array.from({ length: 16 }, worker));

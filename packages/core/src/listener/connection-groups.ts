@@ -3,7 +3,9 @@
  * eviction only ever picks an idle connection: a call in flight is never cut.
  */
 export interface ConnectionActivity {
+  /** The connection's first stream opened (none was open). */
   busy(): void;
+  /** The connection's last open stream ended. */
   idle(): void;
 }
 

@@ -121,17 +121,22 @@ export class ConnectionAdmission {
     return new Ticket(this, this.groups.add(ip, now));
   }
 
-  /** Gives a connection's place back (once). */
+  /**
+   * Gives a connection's place back (once); its ticket's `release`.
+   * @internal
+   */
   giveBack(held: HeldConnection): void {
     if (held.released) return;
     this.groups.remove(held);
     this.open--;
   }
 
+  /** @internal */
   markBusy(held: HeldConnection): void {
     this.groups.markBusy(held);
   }
 
+  /** @internal */
   markIdle(held: HeldConnection): void {
     this.groups.markIdle(held, performance.now());
   }

@@ -57,8 +57,8 @@ export function nextRefusal(matches: (refusal: Refusal) => boolean): Promise<Ref
 }
 
 /** A raw TCP connection; resolves once connected. */
-export async function tcp(port: number): Promise<Socket> {
-  const socket = netConnect({ host: '127.0.0.1', port });
+export async function tcp(port: number, localAddress?: string): Promise<Socket> {
+  const socket = netConnect({ host: '127.0.0.1', port, ...(localAddress === undefined ? {} : { localAddress }) });
   socket.on('error', () => undefined);
   socket.resume(); // reads to the end, so a close by the server is seen
   await once(socket, 'connect');

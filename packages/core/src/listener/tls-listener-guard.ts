@@ -67,6 +67,7 @@ export class TlsListenerGuard {
       // In its handshake a connection has no streams: it is idle, and evicted by closing its socket.
       admitted.onEvict(() => {
         this.report({ stage: 'connection', reason: 'evicted', remoteAddress: addressOf(socket), code: 'RESOURCE_EXHAUSTED' });
+        this.refusedSockets.add(socket); // its TLS socket's failed handshake is not a second refusal
         socket.destroy();
       });
     });

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { constants, type ClientHttp2Session, type Http2Session, type Http2Stream, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import { AgentError, type AgentId, type ChannelPath, type Refusal } from '@agentlink/core';
-import { muxOverStream, type Channel, type ChannelStream, type MuxedChannel, type OpenStreamOptions } from '@agentlink/core/transport';
+import { muxOverStream, type Channel, type ChannelStream, type ConnectionActivity, type MuxedChannel, type OpenStreamOptions } from '@agentlink/core/transport';
 import { Http2ChannelStream } from './http2-stream.js';
 import { OutboundBudget } from './outbound-budget.js';
 import { fromHttp2Code, toHttp2Code } from './reset-codes.js';
@@ -51,6 +51,10 @@ export class Http2Channel implements Channel {
   private closeReason: AgentError | undefined;
   private draining: AgentError | undefined;
   private streams = 0;
+  /** Told when the first stream opens and the last one ends (a listener's eviction picks only idle connections). */
+  activity: ConnectionActivity | undefined = undefined;
+  /** The reverse mux has a stream open: it counts as one busy stream of the session. */
+  private reverseBusy = false;
   /** Calls waiting for the peer's SETTINGS_MAX_CONCURRENT_STREAMS to allow another stream (FIFO). */
   private readonly slotWaiters: Array<() => void> = [];
   private resolveClosed!: (reason: AgentError) => void;
@@ -221,7 +225,7 @@ export class Http2Channel implements Channel {
     // The server answers the client's reverse request with its first bytes (HEADERS + DATA: one write).
     if (role === 'dialer') stream.respondWith = RESPONSE_HEADERS;
     if (firstChunk) stream.onData(firstChunk);
-    return muxOverStream(stream, {
+    const reverse = muxOverStream(stream, {
       kind: 'http2',
       peer: this.peer,
       remoteAddress: this.remoteAddress,
@@ -231,7 +235,21 @@ export class Http2Channel implements Channel {
       // The client's side says nothing until it answers a call back: the server makes its side on first use.
       settingsWithFirstFrame: role === 'listener',
     });
+    // The reverse stream's own calls (a server calling its client back) keep the session busy too.
+    reverse.activity = this.reverseActivity;
+    return reverse;
   }
+
+  private readonly reverseActivity: ConnectionActivity = {
+    busy: () => {
+      this.reverseBusy = true;
+      if (this.streams === 0) this.activity?.busy();
+    },
+    idle: () => {
+      this.reverseBusy = false;
+      if (this.streams === 0) this.activity?.idle();
+    },
+  };
 
   /**
    * Streams we open at once: the peer's limit, less the reverse stream, less a margin: node servers count a
@@ -244,7 +262,7 @@ export class Http2Channel implements Channel {
   }
 
   private track(stream: Http2Stream): Http2ChannelStream {
-    this.streams++;
+    if (this.streams++ === 0 && !this.reverseBusy) this.activity?.busy();
     return new Http2ChannelStream(stream, this.streamFailure, this.streamDone, this.outbound);
   }
 
@@ -252,7 +270,7 @@ export class Http2Channel implements Channel {
   private readonly streamFailure = (): AgentError => this.closeReason ?? this.draining ?? new AgentError('UNAVAILABLE', 'HTTP/2 session closed');
 
   private readonly streamDone = (): void => {
-    this.streams--;
+    if (--this.streams === 0 && !this.reverseBusy) this.activity?.idle();
     this.slotWaiters.shift()?.();
   };
 

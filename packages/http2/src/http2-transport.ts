@@ -47,6 +47,8 @@ export interface Http2Options {
   maxSessionBuffered?: number;
   /** What the listener lets strangers hold before they proved a key (core's ListenerLimits, see docs/security.md). */
   limits?: ListenerLimits;
+  /** Local address outgoing connections bind to (the interface to dial from). */
+  localAddress?: string;
 }
 
 /** The largest flow-control window HTTP/2 allows (RFC 9113, 6.9.1). */
@@ -120,6 +122,7 @@ export function http2(options: Http2Options = {}): Transport {
         }
         session.setLocalWindowSize(sessionWindow);
         const channel = new Http2Channel(session, peer, addressOf(socket), 'remote', { onStream: context.onStream, onRefused: context.onRefused, maxSessionBuffered });
+        guard.adopt(socket, channel);
         context.onChannel(channel);
       });
       // Garbage on the port, or a client that is not h2 over TLS 1.3, costs only its own socket.
@@ -158,6 +161,7 @@ export function http2(options: Http2Options = {}): Transport {
           rejectUnauthorized: false, // no CA: the server is trusted for the key it proves (below)
           settings,
           maxSessionMemory,
+          ...(options.localAddress === undefined ? {} : { localAddress: options.localAddress }),
         });
         let settled = false;
         const fail = (error: AgentError): void => {

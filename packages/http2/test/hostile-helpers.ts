@@ -57,8 +57,8 @@ export function nextRefusal(matches: (refusal: Refusal) => boolean): Promise<Ref
 }
 
 /** A raw TCP connection; resolves once connected. */
-export async function tcp(port: number): Promise<Socket> {
-  const socket = netConnect({ host: '127.0.0.1', port });
+export async function tcp(port: number, localAddress?: string): Promise<Socket> {
+  const socket = netConnect({ host: '127.0.0.1', port, ...(localAddress === undefined ? {} : { localAddress }) });
   socket.on('error', () => undefined);
   socket.resume(); // reads to the end, so a close by the server is seen
   await once(socket, 'connect');
@@ -138,4 +138,67 @@ export async function expectPerIpPlaceFreed(
   await new Promise((resolve) => setImmediate(resolve));
   const next = await agent();
   expect(await next.send(server.addresses[0]!, 'echo', 2)).toBe(2);
+}
+
+/** What {@link expectIdleEviction} needs of a channel's tests. */
+export interface EvictionHarness {
+  kind: Refusal['kind'];
+  /** An agent of the channel under test (listening when given a port), with `echo` handled. */
+  agent(options?: Record<string, unknown>): Promise<Agent>;
+  /** Options of an agent whose connections come from `ip` (a loopback address). */
+  from(ip: string): Record<string, unknown>;
+  /** Moves the listener's clock on (fake timers where it runs in JavaScript). */
+  advance(ms: number): Promise<void> | void;
+  /** How long a connection must be idle before it may be evicted. */
+  minIdleMs: number;
+  /** The listener names the evicted peer in its report (the node:tls channels; the QUIC engine gives its address). */
+  reportsPeer: boolean;
+}
+
+/**
+ * One case for every channel: a listener held full (maxConnections 4, 3 per IP) by three connections from
+ * 127.0.0.2 and one from 127.0.0.1 takes a second peer from 127.0.0.1 by evicting the 127.0.0.2 connection idle
+ * the longest — never the one with a call in flight, which completes — and tells the evicted peer why
+ * (RESOURCE_EXHAUSTED). The evicted group's redial is refused: it is no longer the group holding the most.
+ */
+export async function expectIdleEviction(harness: EvictionHarness): Promise<void> {
+  const { kind, agent, from } = harness;
+  const server = await agent({ port: 0, limits: { maxConnections: 4, maxConnectionsPerIp: 3 } });
+  let releaseHeld!: (value: string) => void;
+  const held = new Promise<string>((resolve) => (releaseHeld = resolve));
+  server.handle('hold', () => held);
+  const address = server.addresses[0]!;
+  const attackers: Agent[] = [];
+  for (let i = 0; i < 3; i++) {
+    attackers.push(await agent(from('127.0.0.2')));
+    expect(await attackers[i]!.send(address, 'echo', i)).toBe(i);
+  }
+  // The first attacker connection, idle the longest, has a call in flight: it is never evicted.
+  const inFlight = attackers[0]!.send(address, 'hold', null);
+  const honest = await agent(from('127.0.0.1'));
+  expect(await honest.send(address, 'echo', 'first')).toBe('first');
+  const victimChannel = attackers[1]!.channels(server.id)[0]!;
+  await harness.advance(harness.minIdleMs);
+
+  const evicted = nextRefusal((r) => r.kind === kind && r.reason === 'evicted');
+  const newcomer = await agent(from('127.0.0.1'));
+  expect(await newcomer.send(address, 'echo', 'second')).toBe('second');
+  const refusal = await evicted;
+  expect(refusal).toMatchObject({ stage: 'connection', code: 'RESOURCE_EXHAUSTED' });
+  expect(refusal.remoteAddress).toMatch(/^127\.0\.0\.2:/);
+  expect(refusal.peer).toBe(harness.reportsPeer ? attackers[1]!.id : undefined);
+  // The evicted peer hears why: its pool dials again when it next needs the listener.
+  expect((await victimChannel.closed).code).toBe('RESOURCE_EXHAUSTED');
+  expect(server.stats().refusals['connection:evicted']).toBe(1);
+
+  releaseHeld('done');
+  expect(await inFlight).toBe('done');
+
+  // 2 against 2 now: the evicted group's redial takes nothing back.
+  const refused = nextRefusal((r) => r.kind === kind && r.reason === 'max-connections');
+  const error = await attackers[1]!.send(address, 'echo', 'again').catch((e: unknown) => e);
+  expect((error as { code?: string }).code).toBe('UNAVAILABLE');
+  expect((await refused).remoteAddress).toMatch(/^127\.0\.0\.2:/);
+  expect(await honest.send(address, 'echo', 'still')).toBe('still');
+  expect(server.stats().refusals['connection:evicted']).toBe(1);
 }

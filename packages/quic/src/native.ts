@@ -74,7 +74,7 @@ export interface NativeConnection {
 /** A peer the engine turned away before it became a connection (see native/src/listener.rs). */
 export interface NativeRefusal {
   stage: 'connection' | 'handshake';
-  /** max-connections, max-connections-per-ip, ip-rate; handshake-timeout, no-certificate, wrong-key, wrong-key-type, tls-alert, handshake-failed. */
+  /** max-connections, max-connections-per-ip, ip-rate, evicted; handshake-timeout, no-certificate, wrong-key, wrong-key-type, tls-alert, handshake-failed. */
   reason: string;
   remoteAddress: string;
   /** Empty for limit refusals. */

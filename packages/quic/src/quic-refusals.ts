@@ -8,6 +8,8 @@ const CODE_SENT: Partial<Record<string, ErrorCode>> = {
   'max-connections': 'RESOURCE_EXHAUSTED',
   'max-connections-per-ip': 'RESOURCE_EXHAUSTED',
   'ip-rate': 'RESOURCE_EXHAUSTED',
+  // An idle connection closed to make room at a full listener: an application close with RESOURCE_EXHAUSTED.
+  evicted: 'RESOURCE_EXHAUSTED',
   // A TLS alert, which a dialler reports as UNAUTHENTICATED.
   'no-certificate': 'UNAUTHENTICATED',
   'wrong-key': 'UNAUTHENTICATED',

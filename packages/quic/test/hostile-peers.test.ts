@@ -9,8 +9,10 @@ import {
   type ErrorCode,
   type Refusal,
 } from '@agentlink/core';
-import { selfSignedCertificate, type Channel } from '@agentlink/core/transport';
+import { MIN_IDLE_MS_BEFORE_EVICTION, selfSignedCertificate, type Channel } from '@agentlink/core/transport';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
+import { expectIdleEviction } from '../../http2/test/hostile-helpers.js';
 import { quic, type QuicOptions } from '../src/index.js';
 
 const cleanups: (() => Promise<unknown> | void)[] = [];
@@ -65,6 +67,20 @@ describe('QUIC listener against hostile peers', () => {
     await first!.close();
     await held!.closed;
     expect(await third!.send(server.addresses[0]!, 'echo', 3)).toBe(3);
+  });
+
+  it('a full listener evicts the idle connection of the group holding the most for a smaller group, and says why', async () => {
+    await expectIdleEviction({
+      kind: 'quic',
+      agent: (options) => agent((options ?? {}) as QuicOptions),
+      // A listening agent dials from its own endpoint: bound to the address, its connections come from it.
+      from: (ip) => ({ host: ip, port: 0 }),
+      // The engine's clock is its own (Rust's Instant; its unit tests drive it): the idle age passes for real here.
+      // Only the lower bound matters, and a timer never fires early.
+      advance: (ms) => sleep(ms + 10),
+      minIdleMs: MIN_IDLE_MS_BEFORE_EVICTION,
+      reportsPeer: false,
+    });
   });
 
   it('a handshake that stalls after the first datagram is dropped at handshakeTimeoutMs and reported', async () => {

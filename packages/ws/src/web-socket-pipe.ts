@@ -26,7 +26,7 @@ export function channelOverWebSocket(
     onRefused?(refusal: Refusal): void;
     mux?: MuxOptions;
   },
-): Channel {
+): MuxedChannel {
   const pipe = new WebSocketPipe(socket, new TurnBatch(raw));
   const channel = new MuxedChannel({
     ...init.mux,

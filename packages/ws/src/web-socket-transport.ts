@@ -141,6 +141,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
             onRefused: context.onRefused,
             mux,
           });
+          guard.adopt(tlsSocket, channel);
           context.onChannel(channel);
         });
       });

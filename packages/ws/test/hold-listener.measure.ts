@@ -2,7 +2,7 @@
  * Can a few IPv4 addresses hold all of a listener's connections (docs/security.md, "Who may hold a listener's
  * connections")? Not a test (a measurement): run with
  *
- *   node --conditions=source --import tsx packages/ws/test/hold-listener.measure.ts [addresses] [seconds] [mode]
+ *   node --conditions=source --import tsx packages/ws/test/hold-listener.measure.ts [addresses] [seconds] [mode] [perIp] [repingSeconds]
  *
  * A ws listener with the default ListenerLimits runs in its own process. `addresses` strangers (127.0.0.2, .3, …,
  * each a different host on loopback) open connections as fast as the listener takes them and hold them:
@@ -16,6 +16,11 @@
  *   would keep them past the idle timeout (5 minutes).
  * Every 250 ms an honest agent at 127.0.0.1 with a fresh key pings the listener on a new connection (2 s timeout).
  * Prints per second: connections the strangers hold, and the honest pings that succeeded.
+ *
+ * `perIp` scales the attack down: the listener then takes `perIp` connections per IP and `addresses × perIp` in
+ * all (the defaults' proportions: 1,024 and 4,096 for 4 addresses), and each stranger address runs `perIp` agents.
+ * With `repingSeconds` (mode `agents`), every stranger agent pings again that often, so an agent whose connection
+ * was evicted dials again (and is refused while its address no longer holds the most).
  */
 import { spawn } from 'node:child_process';
 import { connect as tcpConnect, type Socket } from 'node:net';
@@ -28,11 +33,14 @@ import { webSocket } from '../src/index.js';
 const addresses = Number(process.argv[2] ?? 4);
 const seconds = Number(process.argv[3] ?? 15);
 const mode = process.argv[4] ?? 'tcp';
+const perIp = process.argv[5] === undefined ? 1024 : Number(process.argv[5]);
+const repingMs = Number(process.argv[6] ?? 0) * 1000;
+const limits = process.argv[5] === undefined ? {} : { limits: { maxConnections: addresses * perIp, maxConnectionsPerIp: perIp } };
 /** What each stranger tries per second: a little over the listener's per-IP rate (200/s), the excess refused. */
 const TRIES_PER_SECOND = 250;
 
 const script = fileURLToPath(new URL('../../conformance/src/peer-process.ts', import.meta.url));
-const spec = { module: new URL('../src/index.ts', import.meta.url).href, factory: 'webSocket', listenOptions: { port: 0, host: '0.0.0.0' } };
+const spec = { module: new URL('../src/index.ts', import.meta.url).href, factory: 'webSocket', listenOptions: { port: 0, host: '0.0.0.0', ...limits } };
 const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', script, JSON.stringify(spec)], { stdio: ['pipe', 'pipe', 'inherit'] });
 const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
 const listening = JSON.parse((await lines.next()).value as string) as { address: string };
@@ -46,11 +54,12 @@ const holders: (Socket | RawWebSocket)[] = [];
 const strangerAgents: Agent[] = [];
 async function stranger(ip: string): Promise<void> {
   if (mode === 'agents') {
-    // 1,024 agents (the per-IP limit), each with a fresh key and its own connection, 16 dialling at a time; each
-    // pings once and then stays silent, answering the listener's health checks as any agent does.
+    // `perIp` agents (the per-IP limit), each with a fresh key and its own connection, 16 dialling at a time; each
+    // pings once and then stays silent (or pings again every `repingSeconds`), answering the listener's health
+    // checks as any agent does.
     let opened = 0;
     const worker = async (): Promise<void> => {
-      while (!stop && opened < 1024) {
+      while (!stop && opened < perIp) {
         opened++;
         const agent = await createAgent({ channels: [webSocket({ localAddress: ip })] });
         strangerAgents.push(agent);
@@ -58,6 +67,8 @@ async function stranger(ip: string): Promise<void> {
           () => true,
           () => false,
         );
+        // With `repingSeconds`, one refused (the listener was full) keeps trying too: strangers take every place.
+        if (repingMs > 0) void reping(agent);
         if (!ok) continue;
       }
     };
@@ -99,6 +110,23 @@ async function stranger(ip: string): Promise<void> {
   }
 }
 
+let strangerRedials = 0;
+let strangerRedialsAnswered = 0;
+/** A stranger that keeps calling: after an eviction its next ping dials again. */
+async function reping(agent: Agent): Promise<void> {
+  while (!stop) {
+    await new Promise((resolve) => setTimeout(resolve, repingMs * (0.5 + Math.random())));
+    if (stop) return;
+    const redial = agent.channels().length === 0;
+    if (redial) strangerRedials++;
+    const ok = await agent.ping(address, { timeoutMs: 10_000 }).then(
+      () => true,
+      () => false,
+    );
+    if (redial && ok) strangerRedialsAnswered++;
+  }
+}
+
 let tried = 0;
 let answered = 0;
 const failures = new Map<string, number>();
@@ -120,7 +148,8 @@ const running = [...ips.map(stranger), honest()];
 for (let s = 1; s <= seconds; s++) {
   await new Promise((resolve) => setTimeout(resolve, 1000));
   if (mode === 'agents') held = strangerAgents.reduce((n, a) => n + a.channels().length, 0);
-  console.log(JSON.stringify({ second: s, mode, addresses, strangersHold: held, honestPings: `${answered}/${tried}`, failures: Object.fromEntries(failures) }));
+  const redials = repingMs > 0 ? { strangerRedials: `${strangerRedialsAnswered}/${strangerRedials}` } : {};
+  console.log(JSON.stringify({ second: s, mode, addresses, perIp, strangersHold: held, honestPings: `${answered}/${tried}`, failures: Object.fromEntries(failures), ...redials }));
 }
 stop = true;
 await Promise.all(running);

@@ -3,10 +3,11 @@ import { once } from 'node:events';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { AgentError, createAgent, type Agent } from '@agentlink/core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { AgentError, createAgent, diagnosticChannels, type Agent } from '@agentlink/core';
+import { MIN_IDLE_MS_BEFORE_EVICTION } from '@agentlink/core/transport';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 // The stranger's tools are shared with the HTTP/2 channel's tests.
-import { expectPerIpPlaceFreed, nextRefusal, requireTool, strangerCertificate, tcp, type PemFiles } from '../../http2/test/hostile-helpers.js';
+import { expectIdleEviction, expectPerIpPlaceFreed, nextRefusal, requireTool, strangerCertificate, tcp, type PemFiles } from '../../http2/test/hostile-helpers.js';
 import { webSocket, type WebSocketOptions } from '../src/index.js';
 
 const agents: Agent[] = [];
@@ -111,6 +112,44 @@ describe('WebSocket listener against hostile peers', () => {
 
   it('connections over maxConnectionsPerIp are closed before TLS and reported; a closed one frees its place', async () => {
     await expectPerIpPlaceFreed('ws', agent, { maxConnectionsPerIp: 1 }, portOf);
+  });
+
+  it('a full listener evicts the idle connection of the group holding the most for a smaller group, and says why', async () => {
+    vi.useFakeTimers({ toFake: ['performance'] }); // the idle ages: sockets and their timers stay real
+    try {
+      await expectIdleEviction({
+        kind: 'ws',
+        agent,
+        from: (ip) => ({ localAddress: ip }),
+        advance: (ms) => void vi.advanceTimersByTime(ms),
+        minIdleMs: MIN_IDLE_MS_BEFORE_EVICTION,
+        reportsPeer: true,
+      });
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('a connection that never starts its TLS handshake is idle since it arrived: evicted by closing its socket, reported once', async () => {
+    vi.useFakeTimers({ toFake: ['performance'] });
+    try {
+      const server = await agent({ port: 0, limits: { maxConnections: 2, maxConnectionsPerIp: 2 } });
+      const port = portOf(server.addresses[0]!);
+      const silent = [await tcp(port, '127.0.0.2'), await tcp(port, '127.0.0.2')];
+      const reasons: string[] = [];
+      const seen = (message: unknown): void => void reasons.push((message as { reason: string }).reason);
+      diagnosticChannels.peerRefused.subscribe(seen);
+      vi.advanceTimersByTime(MIN_IDLE_MS_BEFORE_EVICTION);
+      const honest = await agent({ localAddress: '127.0.0.1' });
+      expect(await honest.send(server.addresses[0]!, 'echo', 'in')).toBe('in');
+      if (!silent[0]!.closed) await once(silent[0]!, 'close'); // the one idle the longest
+      expect(silent[1]!.destroyed).toBe(false);
+      diagnosticChannels.peerRefused.unsubscribe(seen);
+      expect(reasons).toEqual(['evicted']); // its socket's failed TLS handshake is not reported again
+      for (const socket of silent) socket.destroy();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('new connections over the per-IP rate are refused (ip-rate); admitConnection still runs after the limits', async () => {

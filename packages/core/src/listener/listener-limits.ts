@@ -1,13 +1,18 @@
 import { AgentError } from '../errors.js';
 import { TokenBucket } from '../middleware/token-bucket.js';
 import { addressGroup } from './address-group.js';
+import { ConnectionGroups, MIN_IDLE_MS_BEFORE_EVICTION, type ConnectionActivity, type HeldConnection } from './connection-groups.js';
 
 /**
  * What one listener lets strangers hold before any of them proved a key. Every channel's listener takes these
  * options with the same meaning and defaults (see docs/security.md); all are checked before TLS work.
  */
 export interface ListenerLimits {
-  /** Connections (in handshake or open) a listener holds at once (default 4,096); more are closed at once. */
+  /**
+   * Connections (in handshake or open) a listener holds at once (default 4,096); more are closed at once, unless
+   * the newcomer's address group holds at least two fewer than the group holding the most: then that group's
+   * connection idle the longest (1 s at least) is closed with RESOURCE_EXHAUSTED to make room (docs/security.md).
+   */
   maxConnections?: number;
   /** Connections from one IP at once (default 1,024). */
   maxConnectionsPerIp?: number;
@@ -23,10 +28,18 @@ export interface ListenerLimits {
   ipv6PrefixLength?: number;
 }
 
-/** An admitted connection's place in a {@link ConnectionAdmission}. */
-export interface AdmissionTicket {
+/**
+ * An admitted connection's place in a {@link ConnectionAdmission}. Its channel reports its activity (`busy` when
+ * its first stream opens, `idle` when its last one ends): only an idle connection may be evicted.
+ */
+export interface AdmissionTicket extends ConnectionActivity {
   /** Gives the place back when the connection ends. */
   release(): void;
+  /**
+   * What an eviction does to this connection: close it, telling the peer why. The place is given back at once
+   * (the closing connection no longer counts). Without one, an eviction only gives the place back.
+   */
+  onEvict(close: () => void): void;
 }
 
 /** The limits a listener applies when its options give none. */
@@ -65,12 +78,19 @@ export type AdmissionRefusal = 'max-connections' | 'max-connections-per-ip' | 'i
  * Counts a listener's connections and each IP's arrivals (an IPv6 peer's by its network, `ipv6PrefixLength`). A
  * transport asks `admit(ip)` for every new connection before any TLS work and calls the returned `release` once
  * that connection is gone.
+ *
+ * A full listener makes room for a newcomer whose group holds at least two fewer connections than the group
+ * holding the most: it evicts that group's connection idle the longest (no stream open for at least
+ * MIN_IDLE_MS_BEFORE_EVICTION), so a few addresses cannot hold every place (docs/security.md, "Eviction"). The
+ * newcomer pays for it with its own per-IP rate: no eviction without an admission.
  */
 export class ConnectionAdmission {
   private readonly limits: Required<ListenerLimits>;
-  private readonly perIp = new Map<string, number>();
+  private readonly groups = new ConnectionGroups();
   private readonly buckets = new Map<string, TokenBucket>();
   private open = 0;
+  /** Connections evicted so far. */
+  evictions = 0;
 
   constructor(limits: ListenerLimits = {}) {
     this.limits = resolveListenerLimits(limits);
@@ -87,24 +107,44 @@ export class ConnectionAdmission {
 
   /** Admits a connection from `ip` (returns its release function) or says why not. */
   admit(address: string): AdmissionTicket | AdmissionRefusal {
-    if (this.open >= this.limits.maxConnections) return 'max-connections';
     const ip = addressGroup(address, this.limits.ipv6PrefixLength);
-    const fromIp = this.perIp.get(ip) ?? 0;
-    if (fromIp >= this.limits.maxConnectionsPerIp) return 'max-connections-per-ip';
+    const now = performance.now();
+    let victim: HeldConnection | undefined;
+    if (this.open >= this.limits.maxConnections) {
+      victim = this.groups.victimFor(ip, now, MIN_IDLE_MS_BEFORE_EVICTION);
+      if (!victim) return 'max-connections';
+    }
+    if (this.groups.count(ip) >= this.limits.maxConnectionsPerIp) return 'max-connections-per-ip';
     if (!this.takeToken(ip)) return 'ip-rate';
+    if (victim) this.evict(victim);
     this.open++;
-    this.perIp.set(ip, fromIp + 1);
-    let released = false;
-    return {
-      release: () => {
-        if (released) return;
-        released = true;
-        this.open--;
-        const left = (this.perIp.get(ip) ?? 1) - 1;
-        if (left === 0) this.perIp.delete(ip);
-        else this.perIp.set(ip, left);
-      },
-    };
+    return new Ticket(this, this.groups.add(ip, now));
+  }
+
+  /**
+   * Gives a connection's place back (once); its ticket's `release`.
+   * @internal
+   */
+  giveBack(held: HeldConnection): void {
+    if (held.released) return;
+    this.groups.remove(held);
+    this.open--;
+  }
+
+  /** @internal */
+  markBusy(held: HeldConnection): void {
+    this.groups.markBusy(held);
+  }
+
+  /** @internal */
+  markIdle(held: HeldConnection): void {
+    this.groups.markIdle(held, performance.now());
+  }
+
+  private evict(victim: HeldConnection): void {
+    this.giveBack(victim);
+    this.evictions++;
+    victim.close?.();
   }
 
   private takeToken(ip: string): boolean {
@@ -117,5 +157,29 @@ export class ConnectionAdmission {
     if (bucket.delayIfTaken() > 0) return false;
     bucket.take();
     return true;
+  }
+}
+
+/** An admitted connection's ticket: its place, its activity and its eviction. */
+class Ticket implements AdmissionTicket {
+  constructor(
+    private readonly admission: ConnectionAdmission,
+    private readonly held: HeldConnection,
+  ) {}
+
+  release(): void {
+    this.admission.giveBack(this.held);
+  }
+
+  busy(): void {
+    this.admission.markBusy(this.held);
+  }
+
+  idle(): void {
+    this.admission.markIdle(this.held);
+  }
+
+  onEvict(close: () => void): void {
+    this.held.close = close;
   }
 }

@@ -1,10 +1,11 @@
 import type { Socket } from 'node:net';
 import type { Server as TlsServer, TLSSocket } from 'node:tls';
-import type { ChannelKind } from '../channel.js';
 import { AgentError } from '../errors.js';
 import type { AgentId } from '../identity/agent-id.js';
 import { agentIdOfCertificate } from '../identity/certificate.js';
-import { ConnectionAdmission, type ListenerLimits } from './listener-limits.js';
+import type { Channel, ChannelKind } from '../channel.js';
+import type { ConnectionActivity } from './connection-groups.js';
+import { ConnectionAdmission, type AdmissionTicket, type ListenerLimits } from './listener-limits.js';
 import type { Refusal } from './refusal.js';
 
 /** Options of {@link TlsListenerGuard}: the limits, the listener's kind and where refusals go. */
@@ -17,6 +18,16 @@ export interface TlsListenerGuardOptions {
   admitConnection?(ip: string): boolean;
 }
 
+/** A channel that reports its activity (its first stream opened, its last one ended) to whoever set `activity`. */
+export interface ActivityReporting {
+  activity: ConnectionActivity | undefined;
+}
+
+/** Why an evicted connection was closed: the peer's pool redials when it next needs the peer. */
+export function evictionReason(): AgentError {
+  return new AgentError('RESOURCE_EXHAUSTED', 'listener full: this idle connection was closed to admit a peer with fewer connections');
+}
+
 /**
  * What every node:tls listener (WebSocket, HTTP/2) does about strangers before and right after the TLS handshake:
  * listener limits on the raw TCP connection (before any TLS work), the handshake's timeout and failures, and
@@ -26,6 +37,8 @@ export class TlsListenerGuard {
   private readonly admission: ConnectionAdmission;
   /** Raw sockets refused before TLS: their TLS socket then fails its handshake, which is not a second refusal. */
   private readonly refusedSockets = new WeakSet<Socket>();
+  /** Each admitted raw socket's place in the limits, until its channel is adopted. */
+  private readonly tickets = new WeakMap<Socket, AdmissionTicket>();
 
   constructor(private readonly options: TlsListenerGuardOptions) {
     this.admission = new ConnectionAdmission(options.limits);
@@ -48,8 +61,15 @@ export class TlsListenerGuard {
       const ip = socket.remoteAddress ?? '';
       const admitted = this.admission.admit(ip);
       if (typeof admitted === 'string') return this.refuseConnection(socket, admitted);
-      socket.once('close', admitted.release);
+      socket.once('close', () => admitted.release());
       if (this.options.admitConnection && !this.options.admitConnection(ip)) return this.refuseConnection(socket, 'admit-connection');
+      this.tickets.set(socket, admitted);
+      // In its handshake a connection has no streams: it is idle, and evicted by closing its socket.
+      admitted.onEvict(() => {
+        this.report({ stage: 'connection', reason: 'evicted', remoteAddress: addressOf(socket), code: 'RESOURCE_EXHAUSTED' });
+        this.refusedSockets.add(socket); // its TLS socket's failed handshake is not a second refusal
+        socket.destroy();
+      });
     });
     // Garbage on the port, a handshake that does not finish in time, or a client that is not TLS 1.3: only
     // that socket pays.
@@ -82,6 +102,29 @@ export class TlsListenerGuard {
       });
       return refusal;
     }
+  }
+
+  /**
+   * Hands the connection under `socket` (the server's TLS socket) to its channel: the channel reports its activity
+   * to the connection's place in the limits, and an eviction closes the channel with RESOURCE_EXHAUSTED (a GOAWAY
+   * saying why; only an idle connection is ever evicted, so no call is cut).
+   */
+  adopt(socket: TLSSocket, channel: Channel & ActivityReporting): void {
+    const raw = (socket as TLSSocket & { _parent?: Socket })._parent;
+    const ticket = raw && this.tickets.get(raw);
+    if (!ticket) return;
+    this.tickets.delete(raw);
+    channel.activity = ticket;
+    if (channel.activeStreams > 0) ticket.busy();
+    ticket.onEvict(() => {
+      this.report({ stage: 'connection', reason: 'evicted', remoteAddress: channel.remoteAddress, peer: channel.peer, code: 'RESOURCE_EXHAUSTED' });
+      void channel.close(evictionReason());
+    });
+  }
+
+  /** Connections evicted to make room for newcomers so far. */
+  get evictions(): number {
+    return this.admission.evictions;
   }
 
   /** Reports a refusal of this listener's kind. */

@@ -19,6 +19,7 @@ import { MuxStream, type MuxStreamHost } from './mux-stream.js';
 import { readU32 } from '../util/bytes.js';
 import { WeightedPriorityQueue } from '../scheduler/priority-queue.js';
 import type { Refusal } from '../listener/refusal.js';
+import type { ConnectionActivity } from '../listener/connection-groups.js';
 
 /** The one ordered, message-preserving pipe a channel without native streams provides (a WebSocket, a relay). */
 export interface MessagePipe {
@@ -84,6 +85,8 @@ export class MuxedChannel implements Channel, MuxStreamHost {
   readonly initiator: 'local' | 'remote';
   readonly closed: Promise<AgentError>;
   readonly maxChunk: number;
+  /** Told when the first stream opens and the last one ends (a listener's eviction picks only idle connections). */
+  activity: ConnectionActivity | undefined = undefined;
 
   private readonly pipe: MessagePipe;
   private readonly window: number;
@@ -187,6 +190,7 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     if (options?.priority) stream.priority = options.priority;
     if (options?.firstWriteAtOnce) stream.firstFrameAtOnce = true;
     if (options?.endsWithPeer && this.frameFlags) stream.endsWithPeer = true;
+    if (this.streams.size === 0) this.activity?.busy();
     this.streams.set(id, stream);
     return stream;
   }
@@ -327,6 +331,7 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     this.streams.delete(id);
     this.windowGrowth -= stream.grownBytes;
     if (id % 2 !== this.nextId % 2) this.inboundCount--;
+    if (this.streams.size === 0) this.activity?.idle();
   }
 
   // ---- internals -----------------------------------------------------------------------------------------
@@ -371,6 +376,7 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     }
     const stream = new MuxStream(id, this, this.window, this.peerWindow, 'remote');
     if ((flags & MuxFrameFlag.endsWithPeer) !== 0) stream.endsWithPeer = true;
+    if (this.streams.size === 0) this.activity?.busy();
     this.streams.set(id, stream);
     this.inboundCount++;
     const fin = (flags & MuxFrameFlag.fin) !== 0;

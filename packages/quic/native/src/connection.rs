@@ -74,15 +74,15 @@ impl QuicConnection {
         this
     }
 
+    /// Holds the connection's place in the listener limits, and tells it when the connection is busy or idle.
     pub fn with_admission(self, admitted: Admitted) -> Self {
+        self.credit.watch(admitted.activity());
         *self.admitted.lock().unwrap_or_else(|e| e.into_inner()) = Some(admitted);
         self
     }
 
     pub fn accepted(connection: Connection, peer_key: [u8; 32], max_streams: u32, admitted: Admitted) -> Self {
-        let this = Self::new(connection, peer_key, max_streams);
-        *this.admitted.lock().unwrap_or_else(|e| e.into_inner()) = Some(admitted);
-        this
+        Self::new(connection, peer_key, max_streams).with_admission(admitted)
     }
 
     /// Counts a stream the peer opened against its grant (see stream_credit.rs), granting more when due.
@@ -137,7 +137,7 @@ impl QuicConnection {
     #[napi]
     pub fn try_open_stream(&self) -> Result<Option<QuicStream>> {
         match self.get()?.open_bi().now_or_never() {
-            Some(Ok((send, recv))) => Ok(Some(QuicStream::new(send, recv, self.arming()))),
+            Some(Ok((send, recv))) => Ok(Some(QuicStream::accepted(send, recv, self.credit.opened_by_us(), self.arming()))),
             Some(Err(e)) => Err(connection_error(&e)),
             None => Ok(None),
         }
@@ -146,7 +146,7 @@ impl QuicConnection {
     #[napi]
     pub async fn open_stream(&self) -> Result<QuicStream> {
         let (send, recv) = self.get()?.open_bi().await.map_err(|e| connection_error(&e))?;
-        Ok(QuicStream::new(send, recv, self.arming()))
+        Ok(QuicStream::accepted(send, recv, self.credit.opened_by_us(), self.arming()))
     }
 
     /// The next stream the peer opened, or null once the connection is closed (see `closed`).

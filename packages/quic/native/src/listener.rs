@@ -8,7 +8,7 @@ use quinn::crypto::rustls::QuicServerConfig;
 use quinn::{ServerConfig, TransportConfig, VarInt};
 use tokio::sync::mpsc;
 
-use crate::admission::{Admission, Admitted};
+use crate::admission::{Admission, Admitted, Evicted};
 use crate::handshake::{classify, HandshakeFailure};
 use crate::tls::{self, Credentials};
 use crate::trim::Trimmer;
@@ -22,6 +22,11 @@ pub const REFUSAL_QUEUE: usize = 1024;
 const INCOMING_BUFFER: u64 = 64 * 1024;
 /// The same, for all undecided arrivals together (quinn's default is 100 MiB).
 const INCOMING_BUFFER_TOTAL: u64 = 8 * 1024 * 1024;
+
+/// The application close an evicted connection gets: core's RESOURCE_EXHAUSTED (errorCodeToNumber), which the
+/// peer's channel reports as the node:tls channels report their GOAWAY; its pool dials again when it next needs us.
+const EVICTED_CODE: u32 = 10;
+const EVICTED_REASON: &[u8] = b"listener full: this idle connection was closed to admit a peer with fewer connections";
 
 /// A connection refused or dropped before it reached JavaScript.
 #[derive(Debug)]
@@ -74,8 +79,13 @@ pub async fn accept_loop(
     let trimmer = Arc::new(Trimmer::spawn());
     while let Some(incoming) = endpoint.accept().await {
         let remote = incoming.remote_address();
-        let admitted = match admission.admit(remote.ip()) {
-            Ok(admitted) => admitted,
+        let admitted = match admission.admit(remote) {
+            Ok((admitted, evicted)) => {
+                if let Some(evicted) = evicted {
+                    evict(evicted, &refusals);
+                }
+                admitted
+            }
             Err(refused) => {
                 incoming.refuse();
                 report(&refusals, RefusalEvent { stage: "connection", reason: refused.reason(), remote, detail: String::new() });
@@ -99,6 +109,10 @@ pub async fn accept_loop(
             // was issued), so its connection is handed over now, at 0.5-RTT, and its 0-RTT calls are served a round
             // trip sooner. Anyone else proves its key in the handshake first. (For a listener into_0rtt never fails.)
             let connecting = match connecting.into_0rtt() {
+                Ok((connection, done)) if !evictable(&admitted, &connection, remote) => {
+                    drop(done);
+                    return;
+                }
                 Ok((connection, done)) => match tls::peer_key(&connection) {
                     Some(peer_key) => {
                         let _ = established.send(Accepted { connection, peer_key, admitted, handshake: Some(done) }).await;
@@ -121,6 +135,7 @@ pub async fn accept_loop(
                     format!("no completed handshake within {} ms", handshake_timeout.as_millis()),
                 ),
                 Ok(Err(error)) => classify(&error),
+                Ok(Ok(connection)) if !evictable(&admitted, &connection, remote) => return,
                 Ok(Ok(connection)) => match tls::peer_key(&connection) {
                     Some(peer_key) => {
                         let _ = established.send(Accepted { connection, peer_key, admitted, handshake: None }).await;
@@ -137,6 +152,27 @@ pub async fn accept_loop(
             report(&refusals, RefusalEvent { stage: "handshake", reason: failure.reason(), remote, detail });
         });
     }
+}
+
+/// Closes an evicted connection (a GOAWAY's equivalent: an application close with RESOURCE_EXHAUSTED) and reports it.
+fn evict(evicted: Evicted, refusals: &mpsc::Sender<RefusalEvent>) {
+    if let Some(close) = evicted.close {
+        close();
+    }
+    let detail = String::from_utf8_lossy(EVICTED_REASON).into_owned();
+    report(refusals, RefusalEvent { stage: "connection", reason: "evicted", remote: evicted.remote, detail });
+}
+
+/// From now an eviction closes `connection`. False when it was evicted already, in its handshake: it is closed now
+/// (its place went to the newcomer, and the eviction was reported then).
+fn evictable(admitted: &Admitted, connection: &quinn::Connection, remote: SocketAddr) -> bool {
+    let handle = connection.clone();
+    let close = Box::new(move || handle.close(VarInt::from_u32(EVICTED_CODE), EVICTED_REASON));
+    if admitted.on_evict(remote, close) {
+        return true;
+    }
+    connection.close(VarInt::from_u32(EVICTED_CODE), EVICTED_REASON);
+    false
 }
 
 /// Tells the trimmer when a handshake task ends, however it ends.

@@ -10,18 +10,25 @@
 //! keep their size once grown (quinn does not shrink them): a busy connection stays as it was before this.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use crate::admission::Activity;
 
 /// Streams granted at the handshake: 64 entries cost ~5 KiB; more than the 32 calls in flight of agentbench.
 pub const INITIAL_STREAMS: u32 = 64;
 /// Each grant multiplies the last by this.
 const GROWTH: u32 = 4;
 
-/// Counts the streams a peer opened that are not released yet, and decides when to grant more.
+/// Counts the streams a peer opened that are not released yet, and decides when to grant more. On a listener it
+/// also tells the connection's place in the limits when the connection goes busy (a first stream, either way)
+/// and idle (the last one released): only an idle connection may be evicted (admission.rs).
 pub struct StreamCredit {
     open: AtomicU32,
     granted: AtomicU32,
     max: u32,
+    /// Streams open in either direction (ours too: a call back to a client keeps its connection busy).
+    active: AtomicU32,
+    activity: OnceLock<Activity>,
 }
 
 impl StreamCredit {
@@ -31,14 +38,44 @@ impl StreamCredit {
     }
 
     pub fn new(max: u32) -> Arc<Self> {
-        Arc::new(Self { open: AtomicU32::new(0), granted: AtomicU32::new(Self::initial(max)), max })
+        Arc::new(Self { open: AtomicU32::new(0), granted: AtomicU32::new(Self::initial(max)), max, active: AtomicU32::new(0), activity: OnceLock::new() })
+    }
+
+    /// From now, tells `activity` when the connection goes busy and idle.
+    pub fn watch(&self, activity: Activity) {
+        if self.activity.set(activity).is_ok() && self.active.load(Ordering::Relaxed) > 0 {
+            self.activity.get().expect("set above").sync(&self.active);
+        }
+    }
+
+    /// Counts one stream we opened, released when the slot is dropped (it takes nothing from the peer's grant).
+    pub fn opened_by_us(self: &Arc<Self>) -> StreamSlot {
+        self.stream_began();
+        StreamSlot { credit: self.clone(), peers: false }
+    }
+
+    fn stream_began(&self) {
+        if self.active.fetch_add(1, Ordering::Relaxed) == 0 {
+            if let Some(activity) = self.activity.get() {
+                activity.sync(&self.active);
+            }
+        }
+    }
+
+    fn stream_ended(&self) {
+        if self.active.fetch_sub(1, Ordering::Relaxed) == 1 {
+            if let Some(activity) = self.activity.get() {
+                activity.sync(&self.active);
+            }
+        }
     }
 
     /// Counts one stream the peer opened (released when the slot is dropped). Returns the new limit to grant, when
     /// the peer now holds more than half of its grant and the limit allows more.
     pub fn opened(self: &Arc<Self>) -> (StreamSlot, Option<u32>) {
         let open = self.open.fetch_add(1, Ordering::Relaxed) + 1;
-        let slot = StreamSlot(self.clone());
+        self.stream_began();
+        let slot = StreamSlot { credit: self.clone(), peers: true };
         let granted = self.granted.load(Ordering::Relaxed);
         if open * 2 <= granted || granted >= self.max {
             return (slot, None);
@@ -57,18 +94,50 @@ impl StreamCredit {
     }
 }
 
-/// One stream the peer opened; dropping it (on release, or when JavaScript collects the stream) counts it out.
-pub struct StreamSlot(Arc<StreamCredit>);
+/// One stream (the peer's, or ours); dropping it (on release, or when JavaScript collects the stream) counts it out.
+pub struct StreamSlot {
+    credit: Arc<StreamCredit>,
+    peers: bool,
+}
 
 impl Drop for StreamSlot {
     fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::Relaxed);
+        if self.peers {
+            self.credit.open.fetch_sub(1, Ordering::Relaxed);
+        }
+        self.credit.stream_ended();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::{Admission, Limits, Refused, MIN_IDLE_BEFORE_EVICTION};
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+    use std::time::Instant;
+
+    #[test]
+    fn a_stream_either_way_keeps_a_listeners_connection_busy_and_its_release_makes_it_idle() {
+        let admission = Admission::new(Limits { max_connections: 2, max_connections_per_ip: 2, ..Limits::default() });
+        let attacker = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 66));
+        let newcomer = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+        let (first, _) = admission.admit_at(attacker, Instant::now()).unwrap();
+        let (second, _) = admission.admit_at(attacker, Instant::now()).unwrap();
+        let (first_streams, second_streams) = (StreamCredit::new(1024), StreamCredit::new(1024));
+        first_streams.watch(first.activity());
+        second_streams.watch(second.activity());
+        let (peers_stream, _) = first_streams.opened();
+        let our_stream = second_streams.opened_by_us();
+        let much_later = Instant::now() + 10 * MIN_IDLE_BEFORE_EVICTION;
+        assert_eq!(admission.admit_at(newcomer, much_later).err(), Some(Refused::MaxConnections), "both busy");
+        drop(our_stream);
+        let (_admitted, evicted) = admission.admit_at(newcomer, Instant::now() + MIN_IDLE_BEFORE_EVICTION).unwrap();
+        assert!(evicted.is_some());
+        let remote = SocketAddr::new(attacker, 1);
+        assert!(!second.on_evict(remote, Box::new(|| ())), "the connection whose only stream ended went");
+        assert!(first.on_evict(remote, Box::new(|| ())), "the one with the peer's stream open stayed");
+        drop(peers_stream);
+    }
 
     #[test]
     fn grants_more_once_half_the_grant_is_in_use() {

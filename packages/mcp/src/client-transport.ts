@@ -48,11 +48,13 @@ export class AgentlinkClientTransport implements Transport {
     return this.sendAnswer(this.call, encodeMessage(message));
   }
 
-  /** An answer to one of the server's requests: counted while it waits for the server to read it. */
+  /**
+   * An answer to one of the server's requests: counted while it waits for the server to read it. The bound is on
+   * the answers already waiting, as the server's is (it stops reading past it): one answer larger than the bound,
+   * to a server that reads, goes out (a sampling result of over 1 MiB closed an honest session).
+   */
   private async sendAnswer(call: DuplexCall<string, string>, text: string): Promise<void> {
-    this.unsentAnswerChars += text.length;
-    this.unsentAnswers++;
-    if (this.unsentAnswerChars > MAX_UNSENT_MCP_BYTES || this.unsentAnswers > MAX_UNSENT_MCP_MESSAGES) {
+    if (this.unsentAnswerChars > MAX_UNSENT_MCP_BYTES || this.unsentAnswers >= MAX_UNSENT_MCP_MESSAGES) {
       const error = new AgentError(
         'RESOURCE_EXHAUSTED',
         `the MCP server does not read the answers to its requests (${this.unsentAnswers} unsent, ${this.unsentAnswerChars} characters; ` +
@@ -61,6 +63,8 @@ export class AgentlinkClientTransport implements Transport {
       this.fail(error);
       throw error;
     }
+    this.unsentAnswerChars += text.length;
+    this.unsentAnswers++;
     try {
       await call.send(text);
     } finally {

@@ -241,6 +241,53 @@ describe('MCP requests in flight on the client', () => {
   });
 });
 
+describe('a large answer to an honest server', () => {
+  it('a client answers a sampling request with more than MAX_UNSENT_MCP_BYTES: the server reads it, the session stays open', async () => {
+    const server = await createAgent({ channels: [webSocket({ port: 0, host: '127.0.0.1' })] });
+    const caller = await createAgent({ channels: [webSocket()] });
+    try {
+      const answers = new EventEmitter();
+      server.handleDuplex<string, string>('mcp', async function* (incoming) {
+        const reader = incoming[Symbol.asyncIterator]();
+        const initialize = JSON.parse((await reader.next()).value as string) as { id: number };
+        yield JSON.stringify({
+          jsonrpc: '2.0',
+          id: initialize.id,
+          result: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, serverInfo: { name: 'asking', version: '1' } },
+        });
+        void (async () => {
+          for (let next = await reader.next(); !next.done; next = await reader.next()) {
+            const message = JSON.parse(next.value) as { id?: unknown };
+            if (message.id === 'sample') answers.emit('answer', message);
+          }
+        })().catch(() => undefined);
+        const params = { messages: [{ role: 'user', content: { type: 'text', text: 'write a long story' } }], maxTokens: 1_000_000 };
+        yield JSON.stringify({ jsonrpc: '2.0', id: 'sample', method: 'sampling/createMessage', params });
+        await new Promise(() => undefined);
+      });
+      const client = new Client({ name: 'sampler', version: '1.0.0' }, { capabilities: { sampling: {} } });
+      const story = 'x'.repeat(MAX_UNSENT_MCP_BYTES + 1024); // one answer, read at once by the server
+      client.setRequestHandler(CreateMessageRequestSchema, () => ({ role: 'assistant', content: { type: 'text', text: story }, model: 'm' }));
+      const errors: Error[] = [];
+      client.onerror = (error) => errors.push(error);
+      const closed = new Promise<'closed'>((resolve) => {
+        client.onclose = () => resolve('closed');
+      });
+      const answered = once(answers, 'answer').then(([answer]) => answer as { result: { content: { text: string } } });
+      await client.connect(new AgentlinkClientTransport(caller, server.addresses[0]!));
+      // Before: the client counted this one answer as over the bound of unsent answers and closed the session.
+      const outcome = await Promise.race([closed, answered]);
+      expect(outcome).not.toBe('closed');
+      expect((await answered).result.content.text).toHaveLength(story.length);
+      expect(errors).toEqual([]);
+      await client.close();
+    } finally {
+      await caller.close();
+      await server.close();
+    }
+  });
+});
+
 describe('the JSON shape walk', () => {
   it('refuses past the depth and container bounds, counts no bracket inside a string, accepts up to the bounds', () => {
     const message = (params: string) => `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":${params}}}`;

@@ -7,7 +7,7 @@ import {
   type AgentPlugin,
   type ChannelPath,
 } from '@agentlink/core';
-import type { Channel, ChannelStream, ListenContext } from '@agentlink/core/transport';
+import { MAX_TIMER_MS, type Channel, type ChannelStream, type ListenContext } from '@agentlink/core/transport';
 import type { quic } from '@agentlink/quic';
 import { discoverNat, localAddresses, type NatDiscovery } from './nat-type.js';
 import { PathStrategy, urlHost, type PathKind } from './path-strategy.js';
@@ -85,8 +85,10 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
     if (!Array.isArray(list) || list.length === 0 || !list.every((r) => typeof r === 'string')) {
       throw new AgentError('INVALID_ARGUMENT', 'rendezvous must be an address or a non-empty list of addresses');
     }
-    for (const name of ['heartbeatMs', 'punchTimeoutMs', 'directTimeoutMs', 'upgradeIntervalMs'] as const) checkInteger(name, options[name], 1);
-    checkInteger('relayHeadStartMs', options.relayHeadStartMs, 0);
+    // Timer periods, so within node's longest delay: above it a timer fires after 1 ms, and the heartbeat's
+    // interval re-registered with the rendezvous every millisecond.
+    for (const name of ['heartbeatMs', 'punchTimeoutMs', 'directTimeoutMs', 'upgradeIntervalMs'] as const) checkInteger(name, options[name], 1, MAX_TIMER_MS);
+    checkInteger('relayHeadStartMs', options.relayHeadStartMs, 0, MAX_TIMER_MS);
     checkInteger('predictPorts', options.predictPorts, 0, MAX_PREDICT_PORTS);
   }
 

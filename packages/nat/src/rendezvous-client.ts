@@ -19,7 +19,10 @@ const MAX_RENDEZVOUS = 16;
  * thousands (a third party's address among them) would make every agent it serves send to all of them.
  */
 export const MAX_STUN_SERVERS = 2;
-/** Entries of `rdv.info`'s instance list read at most (each must be an address; MAX_RENDEZVOUS are kept). */
+/**
+ * Entries of `rdv.info`'s instance list read at most (each must be an address; MAX_RENDEZVOUS are kept): the rest
+ * of a longer list is not read, not refused (our rendezvous lists every live instance of its cluster).
+ */
 const MAX_LISTED_INSTANCES = 64;
 
 /** `rdv.info` as the wire gave it, checked: a malformed answer is the rendezvous's fault, a PROTOCOL_ERROR. */
@@ -34,10 +37,11 @@ function checkInfo(info: unknown): RendezvousInfo {
     if (host !== undefined && (typeof host !== 'string' || host.length === 0 || host.length > 255)) throw bad('a STUN host is not a host name');
     return { host: host as string | undefined, port: port as number };
   });
-  if (instances !== undefined && (!Array.isArray(instances) || instances.length > MAX_LISTED_INSTANCES || !instances.every((i) => typeof i === 'string'))) {
-    throw bad(`instances is not a list of at most ${MAX_LISTED_INSTANCES} addresses`);
+  const listed = Array.isArray(instances) ? instances.slice(0, MAX_LISTED_INSTANCES) : instances;
+  if (listed !== undefined && (!Array.isArray(listed) || !listed.every((i) => typeof i === 'string'))) {
+    throw bad('instances is not a list of addresses');
   }
-  return { stun: servers, instances: instances as string[] | undefined };
+  return { stun: servers, instances: listed as string[] | undefined };
 }
 
 /**

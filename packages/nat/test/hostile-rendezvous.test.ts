@@ -83,6 +83,16 @@ describe('an agent against a hostile rendezvous', () => {
     }
   });
 
+  it('an honest cluster of more instances than are read: the agent registers, keeping the first ones listed', async () => {
+    // apps/rendezvous lists every live instance of its cluster in rdv.info.
+    const instances = Array.from({ length: 100 }, (_, n) => `${Identity.generate().id}@wss://127.0.0.1:${1000 + n}/agentlink`);
+    const rendezvous = await hostileRendezvous({ stun: [], instances });
+    // Before: a list of over 64 was a PROTOCOL_ERROR, so no agent of a large cluster could register.
+    const { nat } = await reachingAgent(rendezvous.address);
+    expect(await rendezvous.registered).toBeDefined();
+    expect(nat.registeredWith).toBe(rendezvous.agent.id);
+  });
+
   it("answers rdv.punch with another agent's record: the agent dials nobody, not that other agent", async () => {
     // B: a real agent on QUIC, with a record it signed. A: the agent the victim asks for, whose record names a
     // port where nobody answers (a punch is the only way there).

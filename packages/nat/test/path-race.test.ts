@@ -354,4 +354,13 @@ describe('reach() options of the race', () => {
     expect(refused).toBe('INVALID_ARGUMENT');
     expect(reach({ ...base, relayHeadStartMs: 0, predictPorts: MAX_PREDICT_PORTS }).name).toBe('nat');
   });
+
+  it("refuses timer periods above node's longest delay (a heartbeat interval there re-registered every millisecond)", async () => {
+    const { reach } = await import('../src/index.js');
+    const base = { rendezvous: 'id@wss://127.0.0.1:1/agentlink', quic: {} as never };
+    for (const name of ['heartbeatMs', 'punchTimeoutMs', 'directTimeoutMs', 'upgradeIntervalMs', 'relayHeadStartMs'] as const) {
+      expect(() => reach({ ...base, [name]: 2 ** 31 })).toThrow(new RegExp(`${name} must be an integer in \\[[01], 2147483647\\], got 2147483648`));
+      expect(reach({ ...base, [name]: 2 ** 31 - 1 }).name).toBe('nat');
+    }
+  });
 });

@@ -28,7 +28,8 @@ export interface NativeStream {
   setPriority(priority: number): void;
   /**
    * Resolves with the code once the peer stopped our sending side (STOP_SENDING); null once our side is done
-   * otherwise (delivered, released, reset locally, the connection gone). Holds no write back.
+   * otherwise (delivered, released, reset locally); fails as a read does when the connection is lost. Holds no
+   * write back.
    */
   stopped(): Promise<number | null>;
   release(): void;

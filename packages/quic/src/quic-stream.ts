@@ -281,7 +281,7 @@ export class QuicChannelStream implements ChannelStream, PushReader {
   /**
    * A read after the peer's end, on a stream whose opener ends its side with its request (agentlink/2): the
    * opener gives up by stopping our side, which fails this read with its code (the engine's `stopped`, so a
-   * handler that is not writing learns it at once); it resolves once our side ended. One engine wait per
+   * handler that is not writing learns it at once), as does the connection's loss; it resolves once our side ended. One engine wait per
    * stream at most, ended by our end, a reset or the stream's release (docs/security.md).
    */
   private afterPeerEnd(): Promise<undefined> {
@@ -299,9 +299,11 @@ export class QuicChannelStream implements ChannelStream, PushReader {
         else settlers.reject(this.fail(callerStopped(code)));
       },
       (error: unknown) => {
+        // The connection is gone (the engine's `stopped` fails as a read does): the caller with it, a cancel.
         const settlers = this.stopWait;
+        if (!settlers) return;
         this.stopWait = undefined;
-        settlers?.reject(this.fail(error));
+        settlers.reject(this.fail(error));
       },
     );
     return waiting;

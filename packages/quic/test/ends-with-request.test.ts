@@ -209,6 +209,24 @@ describe('agentlink/2: hostile callers', () => {
     expect((await s.aborts[0]!).code).toBe('RESOURCE_EXHAUSTED');
   });
 
+  for (const legacyProtocol of [false, true]) {
+    it(`${legacyProtocol ? 'agentlink/1' : 'agentlink/2'}: a unary handler that waits sees its caller's connection close`, async () => {
+      const s = await server({ legacyProtocol });
+      const channel = await dial(s.agent);
+      const stream = await channel.openStream({ endsWithPeer: true, endsWithRequest: true });
+      expect(stream.endsWithRequest).toBe(!legacyProtocol);
+      const started = s.nextStart();
+      if (stream.endsWithRequest) await stream.endWith!(request('slow'));
+      else await stream.write(request('slow'));
+      const ctx = await started;
+      expect(ctx.signal.aborted).toBe(false);
+      await channel.close(); // CONNECTION_CLOSE: no stream of it is reset or stopped on its own
+      // Before: on agentlink/2 the engine's wait for a stop ended with the connection as if our side were done,
+      // so the handler (no deadline) waited for ever.
+      expect((await s.aborts[0]!).code).toBe('UNAVAILABLE');
+    });
+  }
+
   it('a request and its end on an agentlink/1 connection is a cancel, as before agentlink/2', async () => {
     const s = await server({ legacyProtocol: true });
     const channel = await dial(s.agent);

@@ -11,7 +11,7 @@ use napi_derive::napi;
 use quinn::{RecvStream, SendStream, VarInt};
 use tokio::sync::{watch, Mutex};
 
-use crate::errors::{coded, read_error, write_error};
+use crate::errors::{coded, connection_error, read_error, write_error};
 use crate::last_write::{self, LAST_WRITE_MAX};
 use crate::live::{Live, STREAMS};
 use crate::reads::{wait_for_reset, Armed};
@@ -338,23 +338,28 @@ impl QuicStream {
     }
 
     /// Resolves once the peer stopped our sending side (STOP_SENDING): its code. Null once our side is done
-    /// otherwise (all of it delivered, the stream or connection gone, or a local reset). A handler whose caller
-    /// ended its side with its request (agentlink/2) learns of a cancel this way while it is not writing. No lock
-    /// is held while it waits (writes go on); one per stream at most is asked (quic-stream.ts), and it ends with
-    /// the stream's data or the connection (docs/security.md).
+    /// otherwise (all of it delivered, the stream released, or a local reset); fails as reads do when the
+    /// connection is lost (a caller gone with its connection is a cancel too: read as "done", its handler waited
+    /// for ever). A handler whose caller ended its side with its request (agentlink/2) learns of a cancel this way
+    /// while it is not writing. No lock is held while it waits (writes go on); one per stream at most is asked
+    /// (quic-stream.ts), and it ends with the stream's data or the connection (docs/security.md).
     #[napi]
-    pub async fn stopped(&self) -> Option<u32> {
+    pub async fn stopped(&self) -> Result<Option<u32>> {
         let stopped = {
             let guard = self.send.lock().await;
-            guard.as_ref()?.stopped()
+            match guard.as_ref() {
+                Some(send) => send.stopped(),
+                None => return Ok(None),
+            }
         };
         let mut reset = self.reset.subscribe();
         tokio::select! {
             biased;
-            _ = wait_for_reset(&mut reset) => None,
+            _ = wait_for_reset(&mut reset) => Ok(None),
             outcome = stopped => match outcome {
-                Ok(Some(code)) => u32::try_from(code.into_inner()).ok().or(Some(u32::MAX)),
-                _ => None,
+                Ok(Some(code)) => Ok(u32::try_from(code.into_inner()).ok().or(Some(u32::MAX))),
+                Err(quinn::StoppedError::ConnectionLost(error)) => Err(connection_error(&error)),
+                _ => Ok(None),
             },
         }
     }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CircuitBreaker, createAgent, rateLimit, retry, timeout, type AgentOptions } from '../src/index.js';
+import { resolveListenerLimits } from '../src/transport.js';
 import { memoryTransport } from './memory-transport.js';
 
 /** The INVALID_ARGUMENT a factory throws, or fails the test. */
@@ -37,6 +38,12 @@ describe('options are validated one by one, naming the option and the value', ()
     expect(await agentWith({ defaultTimeoutMs: -5 })).toBe('defaultTimeoutMs must be a non-negative integer, got -5');
     const ok = await createAgent({ channels: [memoryTransport(new Map())], defaultTimeoutMs: Number.POSITIVE_INFINITY, idleTimeoutMs: 0 });
     await ok.close();
+  });
+
+  it("listener limits: the handshake bound is a node timer, within node's longest delay", () => {
+    // Above 2^31 − 1 ms a timer fires after 1 ms: every handshake would have been cut at once.
+    expect(invalid(() => resolveListenerLimits({ handshakeTimeoutMs: 2 ** 31 }))).toBe('listener option handshakeTimeoutMs must be at most 2147483647, got 2147483648');
+    expect(resolveListenerLimits({ handshakeTimeoutMs: 2 ** 31 - 1 }).handshakeTimeoutMs).toBe(2 ** 31 - 1);
   });
 
   it('interceptors', () => {

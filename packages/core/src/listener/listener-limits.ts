@@ -2,6 +2,7 @@ import { AgentError } from '../errors.js';
 import { TokenBucket } from '../middleware/token-bucket.js';
 import { addressGroup } from './address-group.js';
 import { ConnectionGroups, MIN_IDLE_MS_BEFORE_EVICTION, type ConnectionActivity, type HeldConnection } from './connection-groups.js';
+import { MAX_TIMER_MS } from '../util/options.js';
 
 /**
  * What one listener lets strangers hold before any of them proved a key. Every channel's listener takes these
@@ -65,6 +66,10 @@ export function resolveListenerLimits(limits: ListenerLimits = {}): Required<Lis
     }
     if (key === 'ipv6PrefixLength' && value > 128) {
       throw new AgentError('INVALID_ARGUMENT', `listener option ipv6PrefixLength must be at most 128, got ${value}`);
+    }
+    // A node timer: above its longest delay it fires after 1 ms, and every handshake would be cut at once.
+    if (key === 'handshakeTimeoutMs' && value > MAX_TIMER_MS) {
+      throw new AgentError('INVALID_ARGUMENT', `listener option handshakeTimeoutMs must be at most ${MAX_TIMER_MS}, got ${value}`);
     }
     resolved[key] = value;
   }

@@ -6,7 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface, type Interface } from 'node:readline';
 import { diagnosticChannels, type Agent, type Refusal } from '@agentlink/core';
-import { expect } from 'vitest';
+import { MIN_IDLE_MS_BEFORE_EVICTION } from '@agentlink/core/transport';
+import { expect, vi } from 'vitest';
 
 /** Fails with how to get a tool the test needs (.ci/run installs it on CI). */
 export function requireTool(tool: string, probe: string[] = ['--version']): void {
@@ -201,4 +202,24 @@ export async function expectIdleEviction(harness: EvictionHarness): Promise<void
   expect((await refused).remoteAddress).toMatch(/^127\.0\.0\.2:/);
   expect(await honest.send(address, 'echo', 'still')).toBe('still');
   expect(server.stats().refusals['connection:evicted']).toBe(1);
+}
+
+/**
+ * {@link expectIdleEviction} for a listener that runs in JavaScript (ws, HTTP/2): the idle ages on vitest's fake
+ * `performance` clock, while sockets and their timers stay real; its agents dial from a `localAddress`.
+ */
+export async function expectIdleEvictionOnFakeClock(kind: Refusal['kind'], agent: EvictionHarness['agent']): Promise<void> {
+  vi.useFakeTimers({ toFake: ['performance'] });
+  try {
+    await expectIdleEviction({
+      kind,
+      agent,
+      from: (ip) => ({ localAddress: ip }),
+      advance: (ms) => void vi.advanceTimersByTime(ms),
+      minIdleMs: MIN_IDLE_MS_BEFORE_EVICTION,
+      reportsPeer: true,
+    });
+  } finally {
+    vi.useRealTimers();
+  }
 }

@@ -4,12 +4,12 @@ import { connect, type ClientHttp2Session, type ClientHttp2Stream } from 'node:h
 import { connect as tlsConnect } from 'node:tls';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AgentError, Identity, createAgent, type Agent } from '@agentlink/core';
-import { MIN_IDLE_MS_BEFORE_EVICTION, encodeFrame, selfSignedCertificate } from '@agentlink/core/transport';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { encodeFrame, selfSignedCertificate } from '@agentlink/core/transport';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { http2, type Http2Options } from '../src/index.js';
 import { toHttp2Code } from '../src/reset-codes.js';
 import { DEFAULT_MAX_SESSION_BUFFERED } from '../src/http2-channel.js';
-import { expectIdleEviction, expectPerIpPlaceFreed, nextRefusal, requireTool, startAgentProcess, strangerCertificate, tcp, type AgentProcess, type PemFiles } from './hostile-helpers.js';
+import { expectIdleEvictionOnFakeClock, expectPerIpPlaceFreed, nextRefusal, requireTool, startAgentProcess, strangerCertificate, tcp, type AgentProcess, type PemFiles } from './hostile-helpers.js';
 
 const agents: Agent[] = [];
 afterEach(async () => {
@@ -216,19 +216,7 @@ describe('HTTP/2 listener against hostile peers', () => {
     });
 
     it('a full listener evicts the idle connection of the group holding the most for a smaller group, and says why', async () => {
-      vi.useFakeTimers({ toFake: ['performance'] }); // the idle ages: sockets and their timers stay real
-      try {
-        await expectIdleEviction({
-          kind: 'http2',
-          agent,
-          from: (ip) => ({ localAddress: ip }),
-          advance: (ms) => void vi.advanceTimersByTime(ms),
-          minIdleMs: MIN_IDLE_MS_BEFORE_EVICTION,
-          reportsPeer: true,
-        });
-      } finally {
-        vi.useRealTimers();
-      }
+      await expectIdleEvictionOnFakeClock('http2', agent);
     });
 
     it('new connections over the per-IP rate are refused (ip-rate)', async () => {

@@ -24,6 +24,29 @@ function bigPing(n: number, size: number): string {
 }
 
 const PING_SIZE = 64 * 1024;
+
+/**
+ * A hand-written MCP server for `method`: answers the client's initialize, hands every later message of the client
+ * to `heard` (when given; otherwise it never reads again), then sends what `asks` yields and holds the session open.
+ */
+function askingServer(server: Agent, method: string, name: string, asks: () => Iterable<string>, heard?: (message: { id?: unknown; error?: { code: number }; result?: unknown }) => void): void {
+  server.handleDuplex<string, string>(method, async function* (incoming) {
+    const reader = incoming[Symbol.asyncIterator]();
+    const initialize = JSON.parse((await reader.next()).value as string) as { id: number };
+    yield JSON.stringify({
+      jsonrpc: '2.0',
+      id: initialize.id,
+      result: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, serverInfo: { name, version: '1' } },
+    });
+    if (heard) {
+      void (async () => {
+        for (let next = await reader.next(); !next.done; next = await reader.next()) heard(JSON.parse(next.value) as never);
+      })().catch(() => undefined);
+    }
+    yield* asks();
+    await new Promise(() => undefined);
+  });
+}
 /**
  * What the server may hold unsent: the bound, plus the answers to the requests it read before those answers were
  * queued (at most core's read-ahead, 256 KiB, for a handler that answers at once like ping's), plus one message.
@@ -102,18 +125,10 @@ describe('MCP sessions against hostile peers (ws, loopback)', () => {
   it('a server that sends requests and never reads the answers: the client closes the session (RESOURCE_EXHAUSTED)', async () => {
     const flood = 400;
     const marker = new EventEmitter();
-    server.handleDuplex<string, string>('mcp-hostile', async function* (incoming) {
-      const reader = incoming[Symbol.asyncIterator]();
-      const initialize = JSON.parse((await reader.next()).value as string) as { id: number };
-      yield JSON.stringify({
-        jsonrpc: '2.0',
-        id: initialize.id,
-        result: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, serverInfo: { name: 'hostile', version: '1' } },
-      });
-      // Never reads again: the client's answers to these pings pile up on its side.
+    // Never reads again: the client's answers to these pings pile up on its side.
+    askingServer(server, 'mcp-hostile', 'hostile', function* () {
       for (let n = 0; n < flood; n++) yield bigPing(n, PING_SIZE);
       marker.emit('flooded');
-      await new Promise(() => undefined);
     });
     const client = new Client({ name: 'victim', version: '1.0.0' });
     const transport = new AgentlinkClientTransport(caller, server.addresses[0]!, { method: 'mcp-hostile' });
@@ -201,26 +216,20 @@ describe('MCP requests in flight on the client', () => {
       const extra = 100;
       const refused: unknown[] = [];
       const done = new EventEmitter();
-      server.handleDuplex<string, string>('mcp', async function* (incoming) {
-        const reader = incoming[Symbol.asyncIterator]();
-        const initialize = JSON.parse((await reader.next()).value as string) as { id: number };
-        yield JSON.stringify({
-          jsonrpc: '2.0',
-          id: initialize.id,
-          result: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, serverInfo: { name: 'asking', version: '1' } },
-        });
-        void (async () => {
-          for (let next = await reader.next(); !next.done; next = await reader.next()) {
-            const message = JSON.parse(next.value) as { id?: unknown; error?: { code: number } };
-            if (message.error?.code === TOO_MANY_MCP_REQUESTS) refused.push(message.id);
-            if (message.id === 'last') done.emit('done');
-          }
-        })().catch(() => undefined);
-        const params = { messages: [{ role: 'user', content: { type: 'text', text: 'hi' } }], maxTokens: 1 };
-        for (let n = 0; n < MAX_MCP_REQUESTS_IN_FLIGHT + extra; n++) yield JSON.stringify({ jsonrpc: '2.0', id: n, method: 'sampling/createMessage', params });
-        yield JSON.stringify({ jsonrpc: '2.0', id: 'last', method: 'ping' });
-        await new Promise(() => undefined);
-      });
+      const params = { messages: [{ role: 'user', content: { type: 'text', text: 'hi' } }], maxTokens: 1 };
+      askingServer(
+        server,
+        'mcp',
+        'asking',
+        function* () {
+          for (let n = 0; n < MAX_MCP_REQUESTS_IN_FLIGHT + extra; n++) yield JSON.stringify({ jsonrpc: '2.0', id: n, method: 'sampling/createMessage', params });
+          yield JSON.stringify({ jsonrpc: '2.0', id: 'last', method: 'ping' });
+        },
+        (message) => {
+          if (message.error?.code === TOO_MANY_MCP_REQUESTS) refused.push(message.id);
+          if (message.id === 'last') done.emit('done');
+        },
+      );
       const client = new Client({ name: 'sampler', version: '1.0.0' }, { capabilities: { sampling: {} } });
       let sampling = 0;
       client.setRequestHandler(CreateMessageRequestSchema, () => {
@@ -247,24 +256,18 @@ describe('a large answer to an honest server', () => {
     const caller = await createAgent({ channels: [webSocket()] });
     try {
       const answers = new EventEmitter();
-      server.handleDuplex<string, string>('mcp', async function* (incoming) {
-        const reader = incoming[Symbol.asyncIterator]();
-        const initialize = JSON.parse((await reader.next()).value as string) as { id: number };
-        yield JSON.stringify({
-          jsonrpc: '2.0',
-          id: initialize.id,
-          result: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, serverInfo: { name: 'asking', version: '1' } },
-        });
-        void (async () => {
-          for (let next = await reader.next(); !next.done; next = await reader.next()) {
-            const message = JSON.parse(next.value) as { id?: unknown };
-            if (message.id === 'sample') answers.emit('answer', message);
-          }
-        })().catch(() => undefined);
-        const params = { messages: [{ role: 'user', content: { type: 'text', text: 'write a long story' } }], maxTokens: 1_000_000 };
-        yield JSON.stringify({ jsonrpc: '2.0', id: 'sample', method: 'sampling/createMessage', params });
-        await new Promise(() => undefined);
-      });
+      const params = { messages: [{ role: 'user', content: { type: 'text', text: 'write a long story' } }], maxTokens: 1_000_000 };
+      askingServer(
+        server,
+        'mcp',
+        'asking',
+        function* () {
+          yield JSON.stringify({ jsonrpc: '2.0', id: 'sample', method: 'sampling/createMessage', params });
+        },
+        (message) => {
+          if (message.id === 'sample') answers.emit('answer', message);
+        },
+      );
       const client = new Client({ name: 'sampler', version: '1.0.0' }, { capabilities: { sampling: {} } });
       const story = 'x'.repeat(MAX_UNSENT_MCP_BYTES + 1024); // one answer, read at once by the server
       client.setRequestHandler(CreateMessageRequestSchema, () => ({ role: 'assistant', content: { type: 'text', text: story }, model: 'm' }));

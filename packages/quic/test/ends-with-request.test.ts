@@ -1,6 +1,6 @@
 import { once } from 'node:events';
 import { AgentError, createAgent, Identity, type Agent, type CallContext } from '@agentlink/core';
-import { encodeFrame, selfSignedCertificate, type Channel } from '@agentlink/core/transport';
+import { encodeFrame, selfSignedCertificate, type Channel, type ChannelStream } from '@agentlink/core/transport';
 import { afterEach, describe, expect, it } from 'vitest';
 import { quic, type QuicOptions } from '../src/index.js';
 import type { QuicChannel } from '../src/quic-channel.js';
@@ -92,6 +92,21 @@ describe('agentlink/2: the request carries the caller end', () => {
     expect((await dial(current.agent, { legacyProtocol: true })).protocol).toBe('agentlink/1');
   });
 
+  /**
+   * After the caller's end reached the server (a second call on the channel makes a full round trip behind it), the
+   * waiting handler is not cancelled; released, its reply arrives on `stream`.
+   */
+  async function expectNoCancelThenReply(channel: Channel, ctx: { signal: AbortSignal }, stream: ChannelStream, release: () => void): Promise<void> {
+    const echo = await channel.openStream({ endsWithPeer: true, endsWithRequest: true });
+    await echo.endWith!(request('echo'));
+    while (await echo.read());
+    expect(ctx.signal.aborted).toBe(false);
+    release();
+    let bytes = 0;
+    for (let chunk = await stream.read(); chunk; chunk = await stream.read()) bytes += chunk.length;
+    expect(bytes).toBeGreaterThan(0);
+  }
+
   it('on agentlink/2 a unary stream ends our side with the request, and a handler that waits sees no cancel from that end', async () => {
     const s = await server();
     const channel = await dial(s.agent);
@@ -99,16 +114,7 @@ describe('agentlink/2: the request carries the caller end', () => {
     expect(stream.endsWithRequest).toBe(true);
     const started = s.nextStart();
     await stream.endWith!(request('slow'));
-    const ctx = await started;
-    // A second call on the channel makes a full round trip after our end reached the server.
-    const echo = await channel.openStream({ endsWithPeer: true, endsWithRequest: true });
-    await echo.endWith!(request('echo'));
-    while (await echo.read());
-    expect(ctx.signal.aborted).toBe(false);
-    s.release();
-    let bytes = 0;
-    for (let chunk = await stream.read(); chunk; chunk = await stream.read()) bytes += chunk.length;
-    expect(bytes).toBeGreaterThan(0);
+    await expectNoCancelThenReply(channel, await started, stream, s.release);
     await stream.end(); // core's end after the reply: nothing left to do
     expect(channel.activeStreams).toBe(0);
   });
@@ -122,14 +128,7 @@ describe('agentlink/2: the request carries the caller end', () => {
     await stream.write(request('slow'));
     const ctx = await started;
     await stream.end();
-    const echo = await channel.openStream({ endsWithPeer: true, endsWithRequest: true });
-    await echo.endWith!(request('echo'));
-    while (await echo.read());
-    expect(ctx.signal.aborted).toBe(false);
-    s.release();
-    let bytes = 0;
-    for (let chunk = await stream.read(); chunk; chunk = await stream.read()) bytes += chunk.length;
-    expect(bytes).toBeGreaterThan(0);
+    await expectNoCancelThenReply(channel, ctx, stream, s.release);
   });
 
   for (const legacy of ['none', 'server', 'client'] as const) {

@@ -7,7 +7,7 @@ import { AgentError, createAgent, diagnosticChannels, type Agent } from '@agentl
 import { MIN_IDLE_MS_BEFORE_EVICTION } from '@agentlink/core/transport';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 // The stranger's tools are shared with the HTTP/2 channel's tests.
-import { expectIdleEviction, expectPerIpPlaceFreed, nextRefusal, requireTool, strangerCertificate, tcp, type PemFiles } from '../../http2/test/hostile-helpers.js';
+import { expectIdleEvictionOnFakeClock, expectPerIpPlaceFreed, nextRefusal, requireTool, strangerCertificate, tcp, type PemFiles } from '../../http2/test/hostile-helpers.js';
 import { webSocket, type WebSocketOptions } from '../src/index.js';
 
 const agents: Agent[] = [];
@@ -115,19 +115,7 @@ describe('WebSocket listener against hostile peers', () => {
   });
 
   it('a full listener evicts the idle connection of the group holding the most for a smaller group, and says why', async () => {
-    vi.useFakeTimers({ toFake: ['performance'] }); // the idle ages: sockets and their timers stay real
-    try {
-      await expectIdleEviction({
-        kind: 'ws',
-        agent,
-        from: (ip) => ({ localAddress: ip }),
-        advance: (ms) => void vi.advanceTimersByTime(ms),
-        minIdleMs: MIN_IDLE_MS_BEFORE_EVICTION,
-        reportsPeer: true,
-      });
-    } finally {
-      vi.useRealTimers();
-    }
+    await expectIdleEvictionOnFakeClock('ws', agent);
   });
 
   it('a connection that never starts its TLS handshake is idle since it arrived: evicted by closing its socket, reported once', async () => {

@@ -3,23 +3,13 @@ import { Identity, createAgent, type Agent } from '@agentlink/core';
 import { secureContextOf, selfSignedCertificate } from '@agentlink/core/transport';
 import { afterEach, describe, expect, it } from 'vitest';
 import { http2 } from '../src/index.js';
+import { frame, PING, PREFACE, SETTINGS } from './raw-frames.js';
 
 const agents: Agent[] = [];
 afterEach(async () => {
   await Promise.all(agents.splice(0).map((a) => a.close()));
 });
 
-/** One HTTP/2 frame on stream 0. */
-function frame(type: number, flags: number, payload: Buffer): Buffer {
-  const header = Buffer.alloc(9);
-  header.writeUIntBE(payload.length, 0, 3);
-  header[3] = type;
-  header[4] = flags;
-  return Buffer.concat([header, payload]);
-}
-const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
-const SETTINGS = 0x4;
-const PING = 0x6;
 const ping = frame(PING, 0, Buffer.alloc(8, 0x70));
 /** SETTINGS_ENABLE_PUSH 0: a valid setting the server must acknowledge. */
 const settings = frame(SETTINGS, 0, Buffer.from([0x00, 0x02, 0, 0, 0, 0]));

@@ -5,6 +5,7 @@ import { AgentError, createAgent, Identity, type Agent } from '@agentlink/core';
 import { selfSignedCertificate } from '@agentlink/core/transport';
 import { afterEach, describe, expect, it } from 'vitest';
 import { http2 } from '../src/index.js';
+import { frame, PING, SETTINGS } from './raw-frames.js';
 
 /**
  * The dialler's side (an agent reaches whatever address a record names): a server written by hand on node:tls
@@ -18,15 +19,6 @@ afterEach(async () => {
   for (const server of servers.splice(0)) server.close();
 });
 
-function frame(type: number, flags: number, payload: Buffer): Buffer {
-  const header = Buffer.alloc(9);
-  header.writeUIntBE(payload.length, 0, 3);
-  header[3] = type;
-  header[4] = flags;
-  return Buffer.concat([header, payload]);
-}
-const SETTINGS = 0x4;
-const PING = 0x6;
 
 async function floodingServer(unit: Buffer): Promise<{ address: string; flooded: Promise<{ writes: number }> }> {
   const identity = Identity.generate();

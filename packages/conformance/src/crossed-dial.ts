@@ -51,3 +51,22 @@ export async function crossedDial(a: Agent, b: Agent): Promise<CrossedDial> {
     diagnostics.unsubscribe('agentlink:channel:close', onClose);
   }
 }
+
+/**
+ * Resolves with the first channel from `agent` to `peer` whose initiator is `initiator` to open (or the one
+ * already in its pool): the pool's own event, published once the channel is in the pool.
+ */
+export function channelOpened(agent: Agent, peer: Agent, initiator: Channel['initiator']): Promise<Channel> {
+  const present = agent.channels(peer.id).find((c) => c.initiator === initiator);
+  if (present) return Promise.resolve(present);
+  return new Promise((resolve) => {
+    const onOpen = (message: unknown): void => {
+      const { channel } = message as { channel: Channel };
+      // Both agents live in this process: `agent`'s channel to `peer` names `peer`, `peer`'s names `agent`.
+      if (channel.peer !== peer.id || channel.initiator !== initiator || !agent.channels(peer.id).includes(channel)) return;
+      diagnostics.unsubscribe('agentlink:channel:open', onOpen);
+      resolve(channel);
+    };
+    diagnostics.subscribe('agentlink:channel:open', onOpen);
+  });
+}

@@ -4,10 +4,9 @@ import { createSocket } from 'node:dgram';
 import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AgentError, Identity, createAgent, type Agent } from '@agentlink/core';
-import type { Channel } from '@agentlink/core/transport';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { firstLine, spawnScript } from './child-process.js';
-import { crossedDial } from './crossed-dial.js';
+import { describeCrossedDialCases } from './crossed-dial-cases.js';
 import { describeFailureCases } from './failure-cases.js';
 import { describeFirstTokenCases } from './first-token-cases.js';
 import { installConformanceHandlers } from './handlers.js';
@@ -355,39 +354,6 @@ export function runConformanceSuite(target: ConformanceTarget): void {
       expect(server.channels(client.id)).toHaveLength(1);
     });
 
-    it('two agents dialling each other at once end with one channel, the lower AgentId\'s dial, which carries calls both ways', async () => {
-      const a = await createAgent({ channels: [factory(target.listenOptions)] });
-      const b = await createAgent({ channels: [factory(target.listenOptions)] });
-      try {
-        for (const agent of [a, b]) agent.handle('echo', (body: unknown) => body);
-        a.addPeer(b.addresses[0]!);
-        b.addPeer(a.addresses[0]!);
-        const { replies, onA, onB } = await within(crossedDial(a, b), 20_000, 'the crossed dial settling');
-        // Neither first call failed, whichever channel it rode (a retired channel serves its calls, then closes).
-        expect(replies).toEqual(['from a', 'from b']);
-        // One channel each way opened on each side; both sides closed the one the higher AgentId dialled.
-        const lowerIsA = a.id < b.id;
-        const initiators = (channels: Channel[]): string[] => channels.map((c) => c.initiator);
-        expect(initiators(onA.opened).sort()).toEqual(['local', 'remote']);
-        expect(initiators(onB.opened).sort()).toEqual(['local', 'remote']);
-        expect(initiators(onA.closed)).toEqual([lowerIsA ? 'remote' : 'local']);
-        expect(initiators(onB.closed)).toEqual([lowerIsA ? 'local' : 'remote']);
-        // The other one is what each pool holds, open; later calls both ways ride it: nothing is dialled again.
-        const keptByA = onA.opened.find((c) => !onA.closed.includes(c))!;
-        const keptByB = onB.opened.find((c) => !onB.closed.includes(c))!;
-        const holds = (agent: Agent, peer: Agent, kept: Channel): boolean[] => agent.channels(peer.id).map((c) => c === kept && !c.isClosed);
-        expect(holds(a, b, keptByA)).toEqual([true]);
-        expect(holds(b, a, keptByB)).toEqual([true]);
-        expect(await a.send(b.id, 'echo', 'again from a')).toBe('again from a');
-        expect(await b.send(a.id, 'echo', 'again from b')).toBe('again from b');
-        expect(holds(a, b, keptByA)).toEqual([true]);
-        expect(holds(b, a, keptByB)).toEqual([true]);
-      } finally {
-        await a.close();
-        await b.close();
-      }
-    });
-
     it('leaks no handles: a process that called and closed exits on its own', async () => {
       const child = spawnScript('clean-exit-process', target);
       expect(await firstLine(child)).toBe('closed');
@@ -396,6 +362,7 @@ export function runConformanceSuite(target: ConformanceTarget): void {
     });
 
     describeFailureCases(target);
+    describeCrossedDialCases(target);
     describeFirstTokenCases(target);
   });
   runDuplexCases(target);

@@ -59,6 +59,8 @@ interface ChannelState {
   lastUsed: number;
   idleSince: number | undefined;
   retired: boolean;
+  /** A crossed dial's retired channel that the peer dialled: the peer closes it, never this side (settleCrossedDials). */
+  peerCloses: boolean;
   rttMs: number | undefined;
 }
 
@@ -188,7 +190,7 @@ export class ChannelPool {
     }
     const peerState = this.peerState(channel.peer);
     peerState.channels.add(channel);
-    this.state.set(channel, { calls: 0, lastUsed: ++this.uses, idleSince: undefined, retired: false, rttMs: undefined });
+    this.state.set(channel, { calls: 0, lastUsed: ++this.uses, idleSince: undefined, retired: false, peerCloses: false, rttMs: undefined });
     if (diagnosticChannels.channelOpen.hasSubscribers) diagnosticChannels.channelOpen.publish({ channel });
     void channel.closed.then((reason) => this.removed(channel, peerState, reason));
     this.settleCrossedDials(channel, peerState);
@@ -354,13 +356,20 @@ export class ChannelPool {
    * Two agents that dial each other at once (a hole punch does this on purpose) end up with two channels of the
    * same kind, one dialled by each. Both sides keep the one the lower AgentId dialled, so they agree without a
    * message; the other serves the calls already on it and closes when it has none.
+   *
+   * Only its dialler closes it: the dialler retires it once the kept channel reached its own pool, and from then
+   * on opens no stream on it. The other side may retire it earlier (its own dial landed first) while the dialler
+   * still rides it — e.g. its connection gate is still deciding on the kept channel — and a close from there cut
+   * the dialler's calls in flight (QUIC: 42 calls in 30 crossed dials under a 300 ms gate) and made it dial again.
    */
   private settleCrossedDials(added: Channel, peerState: PeerState): void {
     const dialler = (c: Channel): AgentId => (c.initiator === 'local' ? this.options.self : c.peer);
     for (const other of peerState.channels) {
       if (other === added || other.kind !== added.kind || other.initiator === added.initiator) continue;
       if (other.isClosed || this.state.get(other)!.retired) continue;
-      this.retire(dialler(added) < dialler(other) ? other : added);
+      const loser = dialler(added) < dialler(other) ? other : added;
+      this.retire(loser);
+      this.state.get(loser)!.peerCloses = loser.initiator === 'remote';
       return;
     }
   }
@@ -377,7 +386,7 @@ export class ChannelPool {
       for (const [c, state] of this.state) {
         if (!state.retired) continue;
         retired++;
-        if (c.activeStreams === 0) void c.close(new AgentError('CLOSED', 'retired: another channel to the peer took over (crossed dial or a direct path)'));
+        if (c.activeStreams === 0 && !state.peerCloses) void c.close(new AgentError('CLOSED', 'retired: another channel to the peer took over (crossed dial or a direct path)'));
       }
       if (retired === 0) {
         clearInterval(this.retireTimer);

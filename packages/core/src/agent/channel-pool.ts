@@ -355,7 +355,7 @@ export class ChannelPool {
   /**
    * Two agents that dial each other at once (a hole punch does this on purpose) end up with two channels of the
    * same kind, one dialled by each. Both sides keep the one the lower AgentId dialled, so they agree without a
-   * message; the other serves the calls already on it and closes when it has none.
+   * message; the other serves the calls already on it and is closed when it has none.
    *
    * Only its dialler closes it: the dialler retires it once the kept channel reached its own pool, and from then
    * on opens no stream on it. The other side may retire it earlier (its own dial landed first) while the dialler

@@ -1,11 +1,13 @@
 import { createSocket, type Socket } from 'node:dgram';
 import { once } from 'node:events';
-import { AgentError, createAgent, Identity, type Agent } from '@agentlink/core';
+import { AgentError, createAgent, Identity, type Agent, type AgentId } from '@agentlink/core';
+import { selfSignedCertificate } from '@agentlink/core/transport';
 import { quic } from '@agentlink/quic';
 import { webSocket } from '@agentlink/ws';
 import stun from '@msimerson/stun';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MAX_STUN_SERVERS, reach, signRecord, type Reach } from '../src/index.js';
+import { MAX_STUN_SERVERS, reach, secureTunnel, signRecord, type Reach } from '../src/index.js';
+import { MAX_ACCEPTED_RELAYS, MAX_RELAY_HANDSHAKES } from '../src/relay-admission.js';
 
 const { STUN_BINDING_RESPONSE } = stun.constants;
 
@@ -131,4 +133,34 @@ describe('an agent against a hostile rendezvous', () => {
     expect(b.channels()).toEqual([]);
     expect(punches).toBe(1);
   });
+
+  it('opens relays nobody asked for: their handshakes run a few at a time, at most MAX_ACCEPTED_RELAYS are held, more are refused', async () => {
+    const rendezvous = await hostileRendezvous({ stun: [] });
+    const { agent: victim, nat } = await reachingAgent(rendezvous.address);
+    const held = () => (nat as unknown as { relayPath: { admission: { accepted: number } } }).relayPath.admission.accepted;
+    const open = (from: AgentId) => rendezvous.agent.openTunnel(victim.id, 'nat.relay', { from }, { timeoutMs: 5000 });
+    // Tunnels whose caller never says hello: each is a TLS server handshake the victim runs and waits on.
+    const stalled = await Promise.all(Array.from({ length: MAX_RELAY_HANDSHAKES }, () => open(Identity.generate().id)));
+    // One more, from a caller that does its handshake: it waits for a turn.
+    const caller = Identity.generate();
+    const next = await open(caller.id);
+    let secured = false;
+    const handshake = secureTunnel(next.stream, { tls: selfSignedCertificate(caller), role: 'client', expectedPeer: victim.id }).then((tunnel) => {
+      secured = true;
+      return tunnel;
+    });
+    // Round trips on the same control channel, behind the ClientHello: the victim read it long before these answer.
+    for (let i = 0; i < 5; i++) await rendezvous.agent.ping(victim.id);
+    expect(secured).toBe(false); // before: every tunnel's handshake ran at once (up to the channel's 1,024 streams)
+    stalled[0]!.stream.reset(new AgentError('CANCELLED', 'gone')); // one turn comes free...
+    const tunnel = await handshake; // ...and the waiting handshake takes it
+    expect(secured).toBe(true);
+    // Places: the 3 stalled, the secured one, and as many more as fit; then a typed refusal (before: all accepted).
+    const more = await Promise.all(Array.from({ length: MAX_ACCEPTED_RELAYS - MAX_RELAY_HANDSHAKES }, () => open(Identity.generate().id)));
+    await expect(open(Identity.generate().id)).rejects.toMatchObject({ code: 'RESOURCE_EXHAUSTED' });
+    // A relayed channel that closes gives its place back.
+    tunnel.stream.reset(new AgentError('CANCELLED', 'done'));
+    await expect.poll(() => open(Identity.generate().id).then(() => true, () => false)).toBe(true);
+    for (const t of [...stalled, ...more]) t.stream.reset(new AgentError('CANCELLED', 'done'));
+  }, 20_000);
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { AgentError, createAgent, MAX_TUNNEL_ACCEPTANCE_BYTES, type ChannelStream as Stream } from '../src/index.js';
+import { AgentError, createAgent, MAX_TUNNEL_ACCEPTANCE_BYTES } from '../src/index.js';
 import { encodeFrame, type ChannelStream, type ListenContext } from '../src/transport.js';
 import { readOneFrame } from '../src/agent/tunnel.js';
 import { memoryTransport } from './memory-transport.js';
@@ -71,7 +71,7 @@ describe("openTunnel's bound on the accepting reply", () => {
     const server = await createAgent({ channels: [memoryTransport(network, 'tunnels')] });
     const client = await createAgent({ channels: [memoryTransport(network)], maxFrameSize: 16 * 1024 * 1024 });
     try {
-      let opened: Stream | undefined;
+      let opened: ChannelStream | undefined;
       server.handleTunnel('big', ({ size }: { size: number }) => ({ accept: Buffer.alloc(size, 1), onOpen: (stream) => void (opened = stream) }));
       const address = server.addresses[0]!;
       // Before: read up to the agent's maxFrameSize (16 MiB), charged to no inbound budget.

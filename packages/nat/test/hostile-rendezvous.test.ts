@@ -1,12 +1,13 @@
 import { createSocket, type Socket } from 'node:dgram';
 import { once } from 'node:events';
+import { createServer } from 'node:net';
 import { AgentError, createAgent, Identity, type Agent, type AgentId } from '@agentlink/core';
 import { selfSignedCertificate } from '@agentlink/core/transport';
 import { quic } from '@agentlink/quic';
 import { webSocket } from '@agentlink/ws';
 import stun from '@msimerson/stun';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MAX_STUN_SERVERS, reach, secureTunnel, signRecord, type Reach } from '../src/index.js';
+import { MAX_LEARNED_PER_LOOKUP, MAX_STUN_SERVERS, reach, secureTunnel, signRecord, type Reach } from '../src/index.js';
 import { MAX_ACCEPTED_RELAYS, MAX_RELAY_HANDSHAKES } from '../src/relay-admission.js';
 
 const { STUN_BINDING_RESPONSE } = stun.constants;
@@ -162,5 +163,38 @@ describe('an agent against a hostile rendezvous', () => {
     tunnel.stream.reset(new AgentError('CANCELLED', 'done'));
     await expect.poll(() => open(Identity.generate().id).then(() => true, () => false)).toBe(true);
     for (const t of [...stalled, ...more]) t.stream.reset(new AgentError('CANCELLED', 'done'));
+  }, 20_000);
+
+  it('fails a lookup after at most MAX_LEARNED_PER_LOOKUP of the instances it listed, and after none when the answer is NOT_FOUND', async () => {
+    // Fifteen TLS ports of third parties, listed as instances of the rendezvous's "cluster" (each with a key).
+    const reached = new Set<number>();
+    const instances: string[] = [];
+    for (let n = 0; n < 15; n++) {
+      const thirdParty = createServer((socket) => {
+        reached.add(n);
+        socket.destroy();
+      });
+      thirdParty.listen(0, '127.0.0.1');
+      await once(thirdParty, 'listening');
+      cleanups.push(() => thirdParty.close());
+      instances.push(`${Identity.generate().id}@wss://127.0.0.1:${(thirdParty.address() as { port: number }).port}/agentlink`);
+    }
+    const rendezvous = await hostileRendezvous({ stun: [], instances });
+    let answer = new AgentError('UNAVAILABLE', 'try elsewhere');
+    let lookups = 0;
+    rendezvous.agent.handle('rdv.lookup', () => {
+      lookups++;
+      throw answer;
+    });
+    const { agent: victim } = await reachingAgent(rendezvous.address);
+    const stranger = Identity.generate().id;
+    await expect(victim.send(stranger, 'hello', undefined, { timeoutMs: 8000 })).rejects.toBeInstanceOf(AgentError);
+    expect(lookups).toBe(1);
+    // Before: the lookup went on to all 15 (each dialled three times: 45 TCP connections and TLS attempts).
+    expect(reached.size).toBe(MAX_LEARNED_PER_LOOKUP);
+    answer = new AgentError('NOT_FOUND', 'nobody by that name');
+    await expect(victim.send(Identity.generate().id, 'hello', undefined, { timeoutMs: 8000 })).rejects.toBeInstanceOf(AgentError);
+    expect(lookups).toBe(2);
+    expect(reached.size).toBe(MAX_LEARNED_PER_LOOKUP); // a cluster's instances share one store: they would answer the same
   }, 20_000);
 });

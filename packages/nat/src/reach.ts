@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import {
   AgentError,
+  isAgentId,
   toAgentError,
   type Agent,
   type AgentId,
@@ -127,8 +128,10 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
       void this.answerPunch(request);
       return { ok: true };
     });
-    agent.handleTunnel('nat.relay', ({ from }: { from: AgentId }, ctx) => {
+    agent.handleTunnel('nat.relay', (body: unknown, ctx) => {
       this.fromRendezvous(ctx.peer);
+      const from = typeof body === 'object' && body !== null ? (body as { from?: unknown }).from : undefined;
+      if (!isAgentId(from)) throw new AgentError('INVALID_ARGUMENT', "nat.relay's from must be an AgentId");
       // Refused with RESOURCE_EXHAUSTED past MAX_ACCEPTED_RELAYS; the place is held from here, and given back if
       // the tunnel never opens (core aborts ctx.signal then).
       const place = this.relayPath.admission.admit();

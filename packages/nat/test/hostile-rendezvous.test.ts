@@ -140,6 +140,9 @@ describe('an agent against a hostile rendezvous', () => {
     const { agent: victim, nat } = await reachingAgent(rendezvous.address);
     const held = () => (nat as unknown as { relayPath: { admission: { accepted: number } } }).relayPath.admission.accepted;
     const open = (from: AgentId) => rendezvous.agent.openTunnel(victim.id, 'nat.relay', { from }, { timeoutMs: 5000 });
+    // A relay from no AgentId is refused as it is asked (before: accepted, and a handshake started for it).
+    await expect(rendezvous.agent.openTunnel(victim.id, 'nat.relay', { from: 5 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(rendezvous.agent.openTunnel(victim.id, 'nat.relay', null)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     // Tunnels whose caller never says hello: each is a TLS server handshake the victim runs and waits on.
     const stalled = await Promise.all(Array.from({ length: MAX_RELAY_HANDSHAKES }, () => open(Identity.generate().id)));
     // One more, from a caller that does its handshake: it waits for a turn.

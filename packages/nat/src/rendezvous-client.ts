@@ -162,7 +162,10 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
   async openRelay(peer: AgentId, signal: AbortSignal): Promise<ChannelStream> {
     let via = this.currentId;
     try {
-      const { address } = await this.agent.send<{ address: string }>(via, 'rdv.route', { target: peer }, { signal, timeoutMs: 5000 });
+      const route = await this.agent.send<unknown>(via, 'rdv.route', { target: peer }, { signal, timeoutMs: 5000 });
+      const address = typeof route === 'object' && route !== null ? (route as { address?: unknown }).address : undefined;
+      // A malformed answer is the rendezvous's fault (it was a TypeError, or a non-string reached the address parser).
+      if (typeof address !== 'string' || address.length > 1024) throw new AgentError('PROTOCOL_ERROR', "the rendezvous's rdv.route answer is not an address");
       via = this.learn(address) ?? via;
     } catch (error) {
       // A rendezvous of one instance from before clusters has no rdv.route: it holds every control channel.

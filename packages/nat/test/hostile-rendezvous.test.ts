@@ -7,7 +7,7 @@ import { quic } from '@agentlink/quic';
 import { webSocket } from '@agentlink/ws';
 import stun from '@msimerson/stun';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MAX_LEARNED_PER_LOOKUP, MAX_STUN_SERVERS, reach, secureTunnel, signRecord, type Reach } from '../src/index.js';
+import { MAX_LEARNED_PER_LOOKUP, MAX_STUN_SERVERS, reach, RendezvousClient, secureTunnel, signRecord, type Reach } from '../src/index.js';
 import { MAX_ACCEPTED_RELAYS, MAX_RELAY_HANDSHAKES } from '../src/relay-admission.js';
 
 const { STUN_BINDING_RESPONSE } = stun.constants;
@@ -200,4 +200,19 @@ describe('an agent against a hostile rendezvous', () => {
     expect(lookups).toBe(2);
     expect(reached.size).toBe(MAX_LEARNED_PER_LOOKUP); // a cluster's instances share one store: they would answer the same
   }, 20_000);
+
+  it('answers rdv.route with something other than an address: the relay fails with PROTOCOL_ERROR, not a TypeError', async () => {
+    const rendezvous = await hostileRendezvous({ stun: [] });
+    const { agent } = await reachingAgent(rendezvous.address);
+    const client = new RendezvousClient(agent, [rendezvous.address]);
+    for (const answer of [null, 7, { address: 7 }, { address: 'x'.repeat(2000) }]) {
+      rendezvous.agent.handle('rdv.route', () => answer);
+      const failure = await client.openRelay(Identity.generate().id, new AbortController().signal).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(failure).toBeInstanceOf(AgentError);
+      expect((failure as AgentError).code).toBe('PROTOCOL_ERROR');
+    }
+  });
 });

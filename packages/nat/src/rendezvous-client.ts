@@ -56,8 +56,9 @@ function checkInfo(info: unknown): RendezvousInfo {
 /**
  * The rendezvous as discovery backend, punch coordinator and relay, over the agent's control channel to it.
  * Given several addresses (instances of one cluster, or independent rendezvous), it registers with one at a
- * time and moves to the next when that one fails; lookups try every configured one and a few learned ones (`resolve`). A cluster's instances
- * are learned from `rdv.info`, so an agent configured with one address still fails over to the others.
+ * time and moves to the next when that one fails; lookups try every configured one and a few learned ones
+ * (`resolve`). A cluster's instances are learned from `rdv.info`, so an agent configured with one address still
+ * fails over to the others.
  */
 export class RendezvousClient implements Discovery, PunchCoordinator, RelayService {
   private readonly addresses: string[] = [];

@@ -148,12 +148,17 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
   const address = advertisedAddress(agent.addresses[0]!, config.publicHost);
   const bus = redis ? new ClusterBus(redis, { id: agent.id, address }, tellPunch, config.redisPrefix) : undefined;
 
-  agent.handle('rdv.info', async () => ({
-    stun: stun.map((s) => ({ port: s.port, ...(config.publicHost ? { host: config.publicHost } : {}) })),
-    relay: true,
-    // Every live instance of the cluster: an agent that knows one learns where to fail over.
-    ...(bus ? { instances: [...(await bus.instances()).values()] } : {}),
-  }));
+  // Within the per-IP request rate like lookups: with a cluster each answer reads the instance list from Redis, and
+  // until 2026-11-24 rdv.info was the one request with no rate (an agent asks once per registration).
+  agent.handle('rdv.info', async (_body: unknown, ctx) => {
+    limitRequests(ctx);
+    return {
+      stun: stun.map((s) => ({ port: s.port, ...(config.publicHost ? { host: config.publicHost } : {}) })),
+      relay: true,
+      // Every live instance of the cluster: an agent that knows one learns where to fail over.
+      ...(bus ? { instances: [...(await bus.instances()).values()] } : {}),
+    };
+  });
 
   agent.handle('rdv.register', async (signed: SignedRecord, ctx) => {
     const ip = ipOf(ctx.remoteAddress);

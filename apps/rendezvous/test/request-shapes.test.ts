@@ -20,4 +20,17 @@ describe('requests of the wrong shape', () => {
     expect(codes).toEqual(Array.from({ length: bodies.length * 4 }, () => 'INVALID_ARGUMENT'));
     expect(r.metrics.rejectedCount('invalid')).toBe(bodies.length * 4);
   });
+
+  it('rdv.info is within the per-IP request rate, as lookups are', async () => {
+    const r = await rendezvous({ requestsPerSecondPerIp: 1 });
+    const client = await wsClient();
+    const outcomes = await Promise.all(
+      Array.from({ length: 30 }, () => client.send(r.address, 'rdv.info').then(() => 'answered', (error: AgentError) => error.code)),
+    );
+    // Before: all 30 answered (with a cluster, each one a read of the instance list from Redis).
+    // The burst is 2; more answered only as the bucket refills, one a second (30 asked at once).
+    expect(outcomes.filter((o) => o === 'answered').length).toBeLessThan(10);
+    expect(outcomes.filter((o) => o !== 'answered').every((o) => o === 'RESOURCE_EXHAUSTED')).toBe(true);
+    expect(r.metrics.rejectedCount('rate')).toBe(outcomes.filter((o) => o === 'RESOURCE_EXHAUSTED').length);
+  });
 });

@@ -26,7 +26,7 @@ export interface RendezvousConfig {
   connectionsPerSecondPerIp: number;
   /** Registrations (heartbeats included) per second per IP, sustained (default 20; burst 2×). */
   registrationsPerSecondPerIp: number;
-  /** Lookups and punch requests per second per IP (default 200; burst 2×). */
+  /** Lookups, routes, punch and relay requests and rdv.info per second per IP (default 200; burst 2×). */
   requestsPerSecondPerIp: number;
   /**
    * Punch requests forwarded to one agent per second, whoever asks (default 20; burst 2×): each makes that agent

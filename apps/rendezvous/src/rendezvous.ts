@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:http';
-import { AgentError, createAgent, loadOrCreateIdentity, type Agent, type AgentId, type CallContext, type Identity } from '@agentlink/core';
+import { AgentError, createAgent, isAgentId, loadOrCreateIdentity, type Agent, type AgentId, type CallContext, type Identity } from '@agentlink/core';
 import type { ChannelStream } from '@agentlink/core/transport';
 import { verifyRecord, type SignedRecord } from '@agentlink/nat';
 import { webSocket } from '@agentlink/ws';
@@ -122,6 +122,16 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
   const limitRequests = (ctx: CallContext): void => {
     if (!requestRate.allow(ipOf(ctx.remoteAddress))) refuse('rate', new AgentError('RESOURCE_EXHAUSTED', 'too many requests from your address'));
   };
+  /**
+   * The AgentId a request names in `field` (rdv.lookup's `agentId`, the others' `target`). Until 2026-11-24 a body
+   * of another shape was a TypeError (HANDLER_ERROR, quoting the engine's message), an object as the id failed
+   * converting to a string, and any string up to the frame size went to the store as a key.
+   */
+  const agentIdIn = (body: unknown, field: 'agentId' | 'target'): AgentId => {
+    const id = typeof body === 'object' && body !== null ? (body as Record<string, unknown>)[field] : undefined;
+    if (!isAgentId(id)) refuse('invalid', new AgentError('INVALID_ARGUMENT', `the request's ${field} must be an AgentId`));
+    return id as AgentId;
+  };
   const lookup = async (id: AgentId): Promise<StoredRecord> => {
     const entry = await registry.get(id);
     if (!entry) throw new AgentError('NOT_FOUND', `${id} is not registered`);
@@ -138,12 +148,17 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
   const address = advertisedAddress(agent.addresses[0]!, config.publicHost);
   const bus = redis ? new ClusterBus(redis, { id: agent.id, address }, tellPunch, config.redisPrefix) : undefined;
 
-  agent.handle('rdv.info', async () => ({
-    stun: stun.map((s) => ({ port: s.port, ...(config.publicHost ? { host: config.publicHost } : {}) })),
-    relay: true,
-    // Every live instance of the cluster: an agent that knows one learns where to fail over.
-    ...(bus ? { instances: [...(await bus.instances()).values()] } : {}),
-  }));
+  // Within the per-IP request rate like lookups: with a cluster each answer reads the instance list from Redis, and
+  // until 2026-11-24 rdv.info was the one request with no rate (an agent asks once per registration).
+  agent.handle('rdv.info', async (_body: unknown, ctx) => {
+    limitRequests(ctx);
+    return {
+      stun: stun.map((s) => ({ port: s.port, ...(config.publicHost ? { host: config.publicHost } : {}) })),
+      relay: true,
+      // Every live instance of the cluster: an agent that knows one learns where to fail over.
+      ...(bus ? { instances: [...(await bus.instances()).values()] } : {}),
+    };
+  });
 
   agent.handle('rdv.register', async (signed: SignedRecord, ctx) => {
     const ip = ipOf(ctx.remoteAddress);
@@ -174,15 +189,17 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     return { expiresAt: record.expiresAt };
   });
 
-  agent.handle('rdv.lookup', async ({ agentId }: { agentId: AgentId }, ctx) => {
+  agent.handle('rdv.lookup', async (body: unknown, ctx) => {
     limitRequests(ctx);
+    const agentId = agentIdIn(body, 'agentId');
     metrics.lookups++;
     return (await lookup(agentId)).signed;
   });
 
   // Where to open a relay to `target`: the instance holding its control channel (this one, or another of the cluster).
-  agent.handle('rdv.route', async ({ target }: { target: AgentId }, ctx) => {
+  agent.handle('rdv.route', async (body: unknown, ctx) => {
     limitRequests(ctx);
+    const target = agentIdIn(body, 'target');
     const other = elsewhere(await lookup(target));
     if (!other) return { address };
     const found = (await bus!.instances()).get(other);
@@ -191,8 +208,9 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
   });
 
   // Both agents get the other's record at the same moment: the caller in the reply, the target in a command.
-  agent.handle('rdv.punch', async ({ target }: { target: AgentId }, ctx) => {
+  agent.handle('rdv.punch', async (body: unknown, ctx) => {
     limitRequests(ctx);
+    const target = agentIdIn(body, 'target');
     const theirs = await lookup(target);
     const ours = await lookup(ctx.peer);
     // The asker's share first: a refused one takes nothing from the target's rate, which others then still get.
@@ -210,8 +228,9 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     return theirs.signed;
   });
 
-  agent.handleTunnel('rdv.relay', async ({ target }: { target: AgentId }, ctx) => {
+  agent.handleTunnel('rdv.relay', async (body: unknown, ctx) => {
     limitRequests(ctx);
+    const target = agentIdIn(body, 'target');
     await lookup(ctx.peer);
     // The caller asks rdv.route first: a relay is opened at the instance holding the target's control channel.
     const theirs = await lookup(target);

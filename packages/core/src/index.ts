@@ -19,6 +19,8 @@ export type { AgentOptions, AgentStats, PathInfo } from './agent/agent.js';
 export type { AgentPlugin } from './agent/plugin.js';
 export type { AuthorizePeer, GateOptions } from './agent/connection-gate.js';
 export type { CallOptions } from './agent/outbound-call.js';
+export { MAX_TUNNEL_ACCEPTANCE_BYTES } from './agent/tunnel.js';
+export type { TunnelOptions } from './agent/tunnel.js';
 export type { CallContext, DuplexHandler, StreamHandler, TunnelAcceptance, TunnelHandler, UnaryHandler } from './agent/handlers.js';
 export type { DuplexCall } from './agent/duplex.js';
 export { fromReadableStream, toReadableStream } from './agent/web-streams.js';

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { AgentError } from '../src/index.js';
-import { encodeFrame, type ChannelStream } from '../src/transport.js';
+import { AgentError, createAgent, MAX_TUNNEL_ACCEPTANCE_BYTES } from '../src/index.js';
+import { encodeFrame, type ChannelStream, type ListenContext } from '../src/transport.js';
 import { readOneFrame } from '../src/agent/tunnel.js';
+import { memoryTransport } from './memory-transport.js';
 
 /** A stream whose reads return `chunks` in order, then the end. */
 function streamOf(chunks: Uint8Array[]): ChannelStream {
@@ -61,5 +62,33 @@ describe("a tunnel's accepting reply", () => {
     await expect(readOneFrame(streamOf([header]), 64 * 1024)).rejects.toMatchObject({ code: 'FRAME_TOO_LARGE' });
     await expect(readOneFrame(streamOf([reply.subarray(0, 10)]), 64 * 1024)).rejects.toBeInstanceOf(AgentError);
     await expect(readOneFrame(streamOf([reply.subarray(0, 10)]), 64 * 1024)).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+  });
+});
+
+describe("openTunnel's bound on the accepting reply", () => {
+  it('is 64 KiB by default: a larger acceptance fails the opening with FRAME_TOO_LARGE and the handler loses its stream', async () => {
+    const network = new Map<string, ListenContext>();
+    const server = await createAgent({ channels: [memoryTransport(network, 'tunnels')] });
+    const client = await createAgent({ channels: [memoryTransport(network)], maxFrameSize: 16 * 1024 * 1024 });
+    try {
+      let opened: ChannelStream | undefined;
+      server.handleTunnel('big', ({ size }: { size: number }) => ({ accept: Buffer.alloc(size, 1), onOpen: (stream) => void (opened = stream) }));
+      const address = server.addresses[0]!;
+      // Before: read up to the agent's maxFrameSize (16 MiB), charged to no inbound budget.
+      await expect(client.openTunnel(address, 'big', { size: MAX_TUNNEL_ACCEPTANCE_BYTES })).rejects.toMatchObject({ code: 'FRAME_TOO_LARGE' });
+      await expect.poll(() => opened).toBeDefined();
+      await expect(opened!.read()).rejects.toBeInstanceOf(AgentError); // reset: the caller gave up at the header
+      // Just under the bound (the frame's payload is the body and a few bytes of envelope), and a larger bound asked for.
+      const fits = await client.openTunnel(address, 'big', { size: MAX_TUNNEL_ACCEPTANCE_BYTES - 64 });
+      expect((fits.accepted as Uint8Array).length).toBe(MAX_TUNNEL_ACCEPTANCE_BYTES - 64);
+      fits.stream.reset(new AgentError('CANCELLED', 'done'));
+      const asked = await client.openTunnel(address, 'big', { size: 1024 * 1024 }, { maxAcceptBytes: 2 * 1024 * 1024 });
+      expect((asked.accepted as Uint8Array).length).toBe(1024 * 1024);
+      asked.stream.reset(new AgentError('CANCELLED', 'done'));
+      await expect(client.openTunnel(address, 'big', { size: 1 }, { maxAcceptBytes: 0 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    } finally {
+      await client.close();
+      await server.close();
+    }
   });
 });

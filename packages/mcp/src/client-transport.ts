@@ -100,7 +100,7 @@ export class AgentlinkClientTransport implements Transport {
       return;
     }
     const cancelled = cancelledIdOf(message);
-    if (cancelled !== undefined) this.inFlight.settled(cancelled);
+    if (cancelled !== undefined) this.inFlight.cancelled(cancelled);
     this.onmessage?.(message);
   }
 

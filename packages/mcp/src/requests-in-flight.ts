@@ -11,10 +11,25 @@ export const MAX_MCP_REQUESTS_IN_FLIGHT = 1024;
 /** The JSON-RPC error code of that answer (in the range JSON-RPC leaves to servers). */
 export const TOO_MANY_MCP_REQUESTS = -32029;
 
-/** The requests of one session being worked on: counted per id (a client may reuse an id; each is a handler). */
+interface Requests {
+  /** Admitted and not yet given back. */
+  admitted: number;
+  /** Of them, with a handler running now (known only when handlers are watched). */
+  running: number;
+  /** Of the running ones, cancelled: each gives its slot back when a handler of its id returns. */
+  cancelledRunning: number;
+}
+
+/**
+ * The requests of one session being worked on: counted per id (a client may reuse an id; each is a handler). A
+ * request's slot is given back when it is answered, or when it is cancelled — and then, where handlers are
+ * watched (handler-watch.ts), only once its handler returned: a handler that ignores its abort signal runs on, and
+ * a client cancelling and calling it again and again would otherwise start more than the bound.
+ */
 export class RequestsInFlight {
-  private readonly counts = new Map<RequestId, number>();
+  private readonly requests = new Map<RequestId, Requests>();
   private total = 0;
+  private watching = false;
 
   get size(): number {
     return this.total;
@@ -23,18 +38,58 @@ export class RequestsInFlight {
   /** A request read from the client: false when MAX_MCP_REQUESTS_IN_FLIGHT are being worked on already. */
   admit(id: RequestId): boolean {
     if (this.total >= MAX_MCP_REQUESTS_IN_FLIGHT) return false;
-    this.counts.set(id, (this.counts.get(id) ?? 0) + 1);
+    const entry = this.requests.get(id);
+    if (entry) entry.admitted++;
+    else this.requests.set(id, { admitted: 1, running: 0, cancelledRunning: 0 });
     this.total++;
     return true;
   }
 
-  /** The request `id` was answered, or cancelled (the SDK sends no answer to a cancelled request). */
+  /** The request `id` was answered (the SDK answers once its handler returned). */
   settled(id: RequestId): void {
-    const count = this.counts.get(id);
-    if (count === undefined) return;
-    if (count === 1) this.counts.delete(id);
-    else this.counts.set(id, count - 1);
+    this.release(id);
+  }
+
+  /** The client cancelled `id`: its slot is free now, or once its handler returns if one runs and is watched. */
+  cancelled(id: RequestId): void {
+    const entry = this.requests.get(id);
+    if (!entry) return;
+    if (this.watching && entry.running > entry.cancelledRunning) entry.cancelledRunning++;
+    else this.release(id);
+  }
+
+  /** Handlers are watched from now on (`started` and `ended` are called): a cancel waits for its handler's end. */
+  watchHandlers(): void {
+    this.watching = true;
+  }
+
+  /** A handler of `id` started. */
+  started(id: RequestId): void {
+    const entry = this.requests.get(id);
+    if (entry) entry.running++;
+  }
+
+  /** A handler of `id` returned or threw. */
+  ended(id: RequestId): void {
+    const entry = this.requests.get(id);
+    if (!entry || entry.running === 0) return;
+    entry.running--;
+    if (entry.cancelledRunning > 0) {
+      entry.cancelledRunning--;
+      this.release(id);
+    }
+  }
+
+  private release(id: RequestId): void {
+    const entry = this.requests.get(id);
+    if (!entry) return;
+    entry.admitted--;
     this.total--;
+    if (entry.admitted === 0) this.requests.delete(id);
+    else {
+      entry.running = Math.min(entry.running, entry.admitted);
+      entry.cancelledRunning = Math.min(entry.cancelledRunning, entry.running);
+    }
   }
 }
 

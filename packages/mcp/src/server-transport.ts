@@ -3,6 +3,7 @@ import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
 import { DEFAULT_MCP_METHOD } from './client-transport.js';
+import { watchRequestHandlers } from './handler-watch.js';
 import { encodeMessage, isResponse, readMessages } from './json-rpc.js';
 import { MAX_UNSENT_MCP_BYTES, MAX_UNSENT_MCP_MESSAGES } from './limits.js';
 import { cancelledIdOf, MAX_MCP_REQUESTS_IN_FLIGHT, RequestsInFlight, requestIdOf, tooManyRequests } from './requests-in-flight.js';
@@ -59,6 +60,26 @@ export class AgentlinkServerTransport implements Transport {
 
   async start(): Promise<void> {
     void this.readRequests();
+  }
+
+  /**
+   * Counts each request until its handler on `server` (the SDK's `Server` or `McpServer`) returns, even once the
+   * client cancelled it (`serveMcp` does this). Without it a cancelled request's slot is free at once, while a
+   * handler that ignores its abort signal may run on. Returns whether `server`'s handlers could be watched.
+   */
+  watchHandlersOf(server: object): boolean {
+    const watched = watchRequestHandlers(
+      server,
+      (id) => this.inFlight.started(id),
+      (id) => this.inFlight.ended(id),
+    );
+    if (watched) this.inFlight.watchHandlers();
+    return watched;
+  }
+
+  /** Requests of the client being worked on now (answered or cancelled ones whose handler returned are not). */
+  get requestsInFlight(): number {
+    return this.inFlight.size;
   }
 
   send(message: JSONRPCMessage): Promise<void> {
@@ -133,7 +154,7 @@ export class AgentlinkServerTransport implements Transport {
       return;
     }
     const cancelled = cancelledIdOf(message);
-    if (cancelled !== undefined) this.inFlight.settled(cancelled);
+    if (cancelled !== undefined) this.inFlight.cancelled(cancelled);
     this.onmessage?.(message, this.extra);
   }
 
@@ -161,6 +182,7 @@ export function serveMcp(agent: Agent, createServer: (context: CallContext) => M
   agent.handleDuplex<string, string>(options.method ?? DEFAULT_MCP_METHOD, async function* (incoming, context) {
     const transport = new AgentlinkServerTransport(incoming, context);
     const server = await createServer(context);
+    transport.watchHandlersOf(server);
     await server.connect(transport);
     try {
       yield* transport.outgoing();

@@ -2,6 +2,7 @@ import { EventEmitter, once } from 'node:events';
 import { AgentError, createAgent, type Agent } from '@agentlink/core';
 import { webSocket } from '@agentlink/ws';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { CreateMessageRequestSchema, LATEST_PROTOCOL_VERSION, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -192,7 +193,9 @@ describe('MCP requests in flight (ws, loopback)', () => {
       await call.send(JSON.stringify({ jsonrpc: '2.0', id: n, method: 'tools/call', params: { name: 'wait-for-cancel', arguments: {} } }));
     }
     // One cancelled makes room for one more (the late call); then a ping, refused too, as the bound is reached again.
-    await call.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 0, reason: 'enough' } }));
+    const cancelled = once(events, 'cancelled');
+    await call.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1, reason: 'enough' } }));
+    await cancelled; // the tool saw its abort and returns: its slot is free once it did (the SDK ignores a cancel of id 0)
     await call.send(JSON.stringify({ jsonrpc: '2.0', id: 'late', method: 'tools/call', params: { name: 'wait-for-cancel', arguments: {} } }));
     await call.send(JSON.stringify({ jsonrpc: '2.0', id: 'last', method: 'ping' }));
     const refused: unknown[] = [];
@@ -205,6 +208,60 @@ describe('MCP requests in flight (ws, loopback)', () => {
     // Before: all 1,124 reached the tool (each a handler held until the session ends) and none was refused.
     expect(refused).toEqual([...Array.from({ length: extra }, (_, n) => MAX_MCP_REQUESTS_IN_FLIGHT + n), 'last']);
     expect(waiting).toBe(MAX_MCP_REQUESTS_IN_FLIGHT + 1); // the late one took the cancelled one's place
+  });
+});
+
+describe('MCP requests cancelled while their tool runs on (ws, loopback)', () => {
+  it('a client cancelling and calling again a tool that ignores its cancellation: each call keeps its slot until the tool returns', async () => {
+    const server = await createAgent({ channels: [webSocket({ port: 0, host: '127.0.0.1' })] });
+    const caller = await createAgent({ channels: [webSocket()] });
+    let running = 0;
+    const allRunning = new EventEmitter();
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    serveMcp(server, () => {
+      const mcp = new McpServer({ name: 'stubborn', version: '1.0.0' });
+      mcp.registerTool('stubborn', { description: 'ignores its cancellation' }, async () => {
+        if (++running === MAX_MCP_REQUESTS_IN_FLIGHT) allRunning.emit('full');
+        await gate;
+        running--;
+        return { content: [] };
+      });
+      return mcp;
+    });
+    try {
+      const call = caller.duplex<string, string>(server.addresses[0]!, 'mcp');
+      const replies = call[Symbol.asyncIterator]();
+      const initialize = { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'canceller', version: '1' } };
+      await call.send(JSON.stringify({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: initialize }));
+      expect(JSON.parse((await replies.next()).value as string)).toMatchObject({ id: 'init' });
+      await call.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      const full = once(allRunning, 'full');
+      // Ids from 1: the SDK ignores a cancel of id 0 (and answers it when its tool returns).
+      for (let n = 1; n <= MAX_MCP_REQUESTS_IN_FLIGHT; n++) {
+        await call.send(JSON.stringify({ jsonrpc: '2.0', id: n, method: 'tools/call', params: { name: 'stubborn', arguments: {} } }));
+      }
+      await full;
+      for (let n = 1; n <= MAX_MCP_REQUESTS_IN_FLIGHT; n++) {
+        await call.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: n, reason: 'again' } }));
+      }
+      // Every call was cancelled, and every tool still runs: the next call is answered at once with the bound's error.
+      await call.send(JSON.stringify({ jsonrpc: '2.0', id: 'again', method: 'tools/call', params: { name: 'stubborn', arguments: {} } }));
+      await call.send(JSON.stringify({ jsonrpc: '2.0', id: 'probe', method: 'ping' }));
+      // Before: the cancels freed every slot while the tools ran on, so this call started a 1,025th and the ping was answered.
+      expect(JSON.parse((await replies.next()).value as string)).toMatchObject({ id: 'again', error: { code: TOO_MANY_MCP_REQUESTS } });
+      expect(JSON.parse((await replies.next()).value as string)).toMatchObject({ id: 'probe', error: { code: TOO_MANY_MCP_REQUESTS } });
+      expect(running).toBe(MAX_MCP_REQUESTS_IN_FLIGHT);
+      release(); // the tools return (the SDK answers none: they were cancelled), and their slots are free
+      await expect.poll(() => running).toBe(0);
+      await call.send(JSON.stringify({ jsonrpc: '2.0', id: 'after', method: 'ping' }));
+      expect(JSON.parse((await replies.next()).value as string)).toEqual({ jsonrpc: '2.0', id: 'after', result: {} });
+      call.abort();
+    } finally {
+      release();
+      await caller.close();
+      await server.close();
+    }
   });
 });
 

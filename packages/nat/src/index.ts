@@ -1,7 +1,7 @@
 export { Reach, reach } from './reach.js';
 export type { PathEvent, ReachOptions } from './reach.js';
 export type { Discovery, PunchCoordinator, RelayService } from './discovery.js';
-export { MAX_STUN_SERVERS, RendezvousClient } from './rendezvous-client.js';
+export { MAX_LEARNED_PER_LOOKUP, MAX_STUN_SERVERS, RendezvousClient } from './rendezvous-client.js';
 export { MAX_ANSWERS_IN_FLIGHT, MAX_PREDICT_PORTS, MAX_PUNCHING_PEERS, Puncher } from './punch.js';
 export type { PunchOptions, PunchRequest, PuncherSelf } from './punch.js';
 export { RelayPath } from './relay-path.js';

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import {
   AgentError,
+  isAgentId,
   toAgentError,
   type Agent,
   type AgentId,
@@ -115,7 +116,7 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
     const punchTimeoutMs = this.options.punchTimeoutMs ?? 3000;
     const predictPorts = this.options.predictPorts ?? 8;
     this.puncher = new Puncher(this.rendezvous, dialQuic, { timeoutMs: punchTimeoutMs, predictPorts }, { id: agent.id, nat: () => this.discovery?.type, publicIp: () => this.discovery?.mapped?.host });
-    this.relayPath = new RelayPath(this.rendezvous, context);
+    this.relayPath = new RelayPath(this.rendezvous, context, this.closing.signal);
     this.strategy = new PathStrategy(agent, context, this.puncher, this.relayPath, dialQuic, () => this.discovery, this.reportPath, this.closing.signal, {
       paths: this.options.paths ?? ['direct', 'punch', 'relay'],
       directTimeoutMs: this.options.directTimeoutMs ?? 1500,
@@ -127,9 +128,22 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
       void this.answerPunch(request);
       return { ok: true };
     });
-    agent.handleTunnel('nat.relay', ({ from }: { from: AgentId }, ctx) => {
+    agent.handleTunnel('nat.relay', (body: unknown, ctx) => {
       this.fromRendezvous(ctx.peer);
-      return { accept: true, onOpen: (stream: ChannelStream) => void this.relayPath.accept(stream, from) };
+      const from = typeof body === 'object' && body !== null ? (body as { from?: unknown }).from : undefined;
+      if (!isAgentId(from)) throw new AgentError('INVALID_ARGUMENT', "nat.relay's from must be an AgentId");
+      // Refused with RESOURCE_EXHAUSTED past MAX_ACCEPTED_RELAYS; the place is held from here, and given back if
+      // the tunnel never opens (core aborts ctx.signal then).
+      const place = this.relayPath.admission.admit();
+      let opened = false;
+      ctx.signal.addEventListener('abort', () => opened || place(), { once: true });
+      return {
+        accept: true,
+        onOpen: (stream: ChannelStream) => {
+          opened = true;
+          void this.relayPath.accept(stream, from, ctx.peer, place);
+        },
+      };
     });
     const endpoint = await this.options.quic.endpoint();
     if (!endpoint) throw new AgentError('INVALID_ARGUMENT', 'reach() needs the agent to listen on its quic() channel (port 0 is fine)');

@@ -1,6 +1,8 @@
+import { setMaxListeners } from 'node:events';
 import { toAgentError, type AgentId } from '@agentlink/core';
 import { muxOverStream, type Channel, type ChannelStream, type ListenContext } from '@agentlink/core/transport';
 import type { RelayService } from './discovery.js';
+import { RelayAdmission } from './relay-admission.js';
 import { secureTunnel } from './secure-tunnel.js';
 
 /**
@@ -8,10 +10,18 @@ import { secureTunnel } from './secure-tunnel.js';
  * only), carrying a multiplexed channel like any other.
  */
 export class RelayPath {
+  /** What relays this agent did not ask for may cost it (relay-admission.ts). */
+  readonly admission = new RelayAdmission();
+
   constructor(
     private readonly relay: RelayService,
     private readonly context: ListenContext,
-  ) {}
+    /** Aborts when the agent closes: tunnels waiting for a handshake turn stop waiting. */
+    private readonly closing: AbortSignal,
+  ) {
+    // Every tunnel waiting for a handshake turn listens to it (up to MAX_ACCEPTED_RELAYS): no leak to warn of.
+    setMaxListeners(0, closing);
+  }
 
   /** Opens a relayed channel to `peer` (we dial: TLS client). */
   async open(peer: AgentId, signal: AbortSignal): Promise<Channel> {
@@ -20,12 +30,23 @@ export class RelayPath {
     return this.channel(secured.stream, peer, 'dialer');
   }
 
-  /** A relay tunnel `from` a peer arrived: TLS server, then the channel goes to the pool as a relayed one. */
-  async accept(tunnel: ChannelStream, from: AgentId): Promise<void> {
+  /**
+   * A relay tunnel `from` a peer arrived through `rendezvous`, holding `place` (taken by `admission.admit()` as it
+   * was accepted): TLS server once a handshake turn is free, then the channel goes to the pool as a relayed one. The
+   * place is given back when the channel closes, or at once if the handshake fails.
+   */
+  async accept(tunnel: ChannelStream, from: AgentId, rendezvous: AgentId, place: () => void): Promise<void> {
+    let turn: (() => void) | undefined;
     try {
+      turn = await this.admission.handshakeTurn(rendezvous, this.closing);
       const secured = await secureTunnel(tunnel, { tls: this.context.tls, role: 'server', expectedPeer: from });
-      this.context.onChannel(this.channel(secured.stream, from, 'listener'), 'relay');
+      turn();
+      const channel = this.channel(secured.stream, from, 'listener');
+      void channel.closed.then(place, place);
+      this.context.onChannel(channel, 'relay');
     } catch (error) {
+      turn?.();
+      place();
       tunnel.reset(toAgentError(error, 'UNAUTHENTICATED'));
     }
   }

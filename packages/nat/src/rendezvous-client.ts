@@ -14,6 +14,15 @@ interface RendezvousInfo {
 const MAX_RENDEZVOUS = 16;
 
 /**
+ * Instances learned from `rdv.info` that one lookup may go on to after failures (beside the addresses the agent
+ * was configured with, which it always tries): an honest cluster shares one store, so any live instance answers as
+ * the one in use would, and a cluster of three (the deployment described in docs/rendezvous.md) has two others.
+ * Each is an address the rendezvous chose, which the agent dials: with every one kept (16), a rendezvous listing a
+ * third party's TLS port 15 times had each failed lookup of each agent it serves dial it 15 times.
+ */
+export const MAX_LEARNED_PER_LOOKUP = 2;
+
+/**
  * STUN servers an agent asks for its mapping, of those `rdv.info` lists: the NAT is classified from two answers
  * (nat-type.ts), and every server listed is sent binding requests at each registration — a rendezvous listing
  * thousands (a third party's address among them) would make every agent it serves send to all of them.
@@ -47,12 +56,15 @@ function checkInfo(info: unknown): RendezvousInfo {
 /**
  * The rendezvous as discovery backend, punch coordinator and relay, over the agent's control channel to it.
  * Given several addresses (instances of one cluster, or independent rendezvous), it registers with one at a
- * time and moves to the next when that one fails; lookups try every one before giving up. A cluster's instances
- * are learned from `rdv.info`, so an agent configured with one address still fails over to the others.
+ * time and moves to the next when that one fails; lookups try every configured one and a few learned ones
+ * (`resolve`). A cluster's instances are learned from `rdv.info`, so an agent configured with one address still
+ * fails over to the others.
  */
 export class RendezvousClient implements Discovery, PunchCoordinator, RelayService {
   private readonly addresses: string[] = [];
   private readonly ids: AgentId[] = [];
+  /** The first `configured` of `ids` are the agent's own; the rest were learned from a cluster's `rdv.info`. */
+  private readonly configured: number;
   private current = 0;
   private watched: Channel | undefined;
   /** STUN servers of the instance we register with. */
@@ -66,6 +78,7 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
   ) {
     if (references.length === 0) throw new AgentError('INVALID_ARGUMENT', 'reach() needs at least one rendezvous address');
     for (const reference of references) this.learn(reference);
+    this.configured = this.ids.length;
   }
 
   /** The rendezvous we register with now. */
@@ -110,8 +123,29 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
     });
   }
 
+  /**
+   * Looks `peer` up at the rendezvous in use, then at each other configured one, and after failures that are not
+   * answers at up to MAX_LEARNED_PER_LOOKUP instances learned from `rdv.info`. NOT_FOUND is an answer: an instance
+   * of a cluster answers from the store all its instances share, so the others would say the same.
+   */
   async resolve(peer: AgentId, signal?: AbortSignal): Promise<PeerRecord> {
-    const signed = await this.failover((index) => this.agent.send<SignedRecord>(this.ids[index]!, 'rdv.lookup', { agentId: peer }, { signal, timeoutMs: 5000 }), signal);
+    const ask = (index: number) => this.agent.send<SignedRecord>(this.ids[index]!, 'rdv.lookup', { agentId: peer }, { signal, timeoutMs: 5000 });
+    const others = this.ids.map((_, index) => index).filter((index) => index !== this.current);
+    const configured = [this.current, ...others.filter((index) => index < this.configured)];
+    const learned = others.filter((index) => index >= this.configured).slice(0, MAX_LEARNED_PER_LOOKUP);
+    let last: unknown;
+    let signed: SignedRecord | undefined;
+    for (const index of [...configured, ...learned]) {
+      if (index >= this.configured && index !== this.current && toAgentError(last).code === 'NOT_FOUND') break;
+      try {
+        signed = await ask(index);
+        break;
+      } catch (error) {
+        if (signal?.aborted) throw error;
+        last = error;
+      }
+    }
+    if (signed === undefined) throw last;
     const record = verifyRecord(signed);
     if (record.agentId !== peer) throw new AgentError('UNAUTHENTICATED', "the rendezvous answered with another agent's record");
     return record;
@@ -129,7 +163,10 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
   async openRelay(peer: AgentId, signal: AbortSignal): Promise<ChannelStream> {
     let via = this.currentId;
     try {
-      const { address } = await this.agent.send<{ address: string }>(via, 'rdv.route', { target: peer }, { signal, timeoutMs: 5000 });
+      const route = await this.agent.send<unknown>(via, 'rdv.route', { target: peer }, { signal, timeoutMs: 5000 });
+      const address = typeof route === 'object' && route !== null ? (route as { address?: unknown }).address : undefined;
+      // A malformed answer is the rendezvous's fault (it was a TypeError, or a non-string reached the address parser).
+      if (typeof address !== 'string' || address.length > 1024) throw new AgentError('PROTOCOL_ERROR', "the rendezvous's rdv.route answer is not an address");
       via = this.learn(address) ?? via;
     } catch (error) {
       // A rendezvous of one instance from before clusters has no rdv.route: it holds every control channel.

@@ -118,6 +118,12 @@ export async function secureTunnel(
         clearTimeout(timer);
         reject(toAgentError(error, 'UNAUTHENTICATED'));
       });
+      // The tunnel failing under the handshake (its far end reset) does not reach the TLS socket: without this
+      // the handshake waited out its timer, and a hostile rendezvous's abandoned tunnels held their turns for it.
+      transport.once('close', () => {
+        clearTimeout(timer);
+        reject(new AgentError('UNAVAILABLE', 'the relayed tunnel closed during the TLS handshake'));
+      });
     });
     const peer = authenticatePeer(socket, options.expectedPeer);
     return { peer, stream: new TlsChannelStream(socket) };

@@ -1,11 +1,14 @@
 import { createSocket, type Socket } from 'node:dgram';
 import { once } from 'node:events';
-import { AgentError, createAgent, Identity, type Agent } from '@agentlink/core';
+import { createServer } from 'node:net';
+import { AgentError, createAgent, Identity, type Agent, type AgentId } from '@agentlink/core';
+import { selfSignedCertificate } from '@agentlink/core/transport';
 import { quic } from '@agentlink/quic';
 import { webSocket } from '@agentlink/ws';
 import stun from '@msimerson/stun';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MAX_STUN_SERVERS, reach, signRecord, type Reach } from '../src/index.js';
+import { MAX_LEARNED_PER_LOOKUP, MAX_STUN_SERVERS, reach, RendezvousClient, secureTunnel, signRecord, type Reach } from '../src/index.js';
+import { MAX_ACCEPTED_RELAYS, MAX_RELAY_HANDSHAKES } from '../src/relay-admission.js';
 
 const { STUN_BINDING_RESPONSE } = stun.constants;
 
@@ -130,5 +133,86 @@ describe('an agent against a hostile rendezvous', () => {
     // call still had none, so the pool dialled again: a punch and a new connection to B each time.
     expect(b.channels()).toEqual([]);
     expect(punches).toBe(1);
+  });
+
+  it('opens relays nobody asked for: their handshakes run a few at a time, at most MAX_ACCEPTED_RELAYS are held, more are refused', async () => {
+    const rendezvous = await hostileRendezvous({ stun: [] });
+    const { agent: victim, nat } = await reachingAgent(rendezvous.address);
+    const held = () => (nat as unknown as { relayPath: { admission: { accepted: number } } }).relayPath.admission.accepted;
+    const open = (from: AgentId) => rendezvous.agent.openTunnel(victim.id, 'nat.relay', { from }, { timeoutMs: 5000 });
+    // A relay from no AgentId is refused as it is asked (before: accepted, and a handshake started for it).
+    await expect(rendezvous.agent.openTunnel(victim.id, 'nat.relay', { from: 5 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(rendezvous.agent.openTunnel(victim.id, 'nat.relay', null)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    // Tunnels whose caller never says hello: each is a TLS server handshake the victim runs and waits on.
+    const stalled = await Promise.all(Array.from({ length: MAX_RELAY_HANDSHAKES }, () => open(Identity.generate().id)));
+    // One more, from a caller that does its handshake: it waits for a turn.
+    const caller = Identity.generate();
+    const next = await open(caller.id);
+    let secured = false;
+    const handshake = secureTunnel(next.stream, { tls: selfSignedCertificate(caller), role: 'client', expectedPeer: victim.id }).then((tunnel) => {
+      secured = true;
+      return tunnel;
+    });
+    // Round trips on the same control channel, behind the ClientHello: the victim read it long before these answer.
+    for (let i = 0; i < 5; i++) await rendezvous.agent.ping(victim.id);
+    expect(secured).toBe(false); // before: every tunnel's handshake ran at once (up to the channel's 1,024 streams)
+    stalled[0]!.stream.reset(new AgentError('CANCELLED', 'gone')); // one turn comes free...
+    const tunnel = await handshake; // ...and the waiting handshake takes it
+    expect(secured).toBe(true);
+    // Places: the 3 stalled, the secured one, and as many more as fit; then a typed refusal (before: all accepted).
+    const more = await Promise.all(Array.from({ length: MAX_ACCEPTED_RELAYS - MAX_RELAY_HANDSHAKES }, () => open(Identity.generate().id)));
+    await expect(open(Identity.generate().id)).rejects.toMatchObject({ code: 'RESOURCE_EXHAUSTED' });
+    // A relayed channel that closes gives its place back.
+    tunnel.stream.reset(new AgentError('CANCELLED', 'done'));
+    await expect.poll(() => open(Identity.generate().id).then(() => true, () => false)).toBe(true);
+    for (const t of [...stalled, ...more]) t.stream.reset(new AgentError('CANCELLED', 'done'));
+  }, 20_000);
+
+  it('fails a lookup after at most MAX_LEARNED_PER_LOOKUP of the instances it listed, and after none when the answer is NOT_FOUND', async () => {
+    // Fifteen TLS ports of third parties, listed as instances of the rendezvous's "cluster" (each with a key).
+    const reached = new Set<number>();
+    const instances: string[] = [];
+    for (let n = 0; n < 15; n++) {
+      const thirdParty = createServer((socket) => {
+        reached.add(n);
+        socket.destroy();
+      });
+      thirdParty.listen(0, '127.0.0.1');
+      await once(thirdParty, 'listening');
+      cleanups.push(() => thirdParty.close());
+      instances.push(`${Identity.generate().id}@wss://127.0.0.1:${(thirdParty.address() as { port: number }).port}/agentlink`);
+    }
+    const rendezvous = await hostileRendezvous({ stun: [], instances });
+    let answer = new AgentError('UNAVAILABLE', 'try elsewhere');
+    let lookups = 0;
+    rendezvous.agent.handle('rdv.lookup', () => {
+      lookups++;
+      throw answer;
+    });
+    const { agent: victim } = await reachingAgent(rendezvous.address);
+    const stranger = Identity.generate().id;
+    await expect(victim.send(stranger, 'hello', undefined, { timeoutMs: 8000 })).rejects.toBeInstanceOf(AgentError);
+    expect(lookups).toBe(1);
+    // Before: the lookup went on to all 15 (each dialled three times: 45 TCP connections and TLS attempts).
+    expect(reached.size).toBe(MAX_LEARNED_PER_LOOKUP);
+    answer = new AgentError('NOT_FOUND', 'nobody by that name');
+    await expect(victim.send(Identity.generate().id, 'hello', undefined, { timeoutMs: 8000 })).rejects.toBeInstanceOf(AgentError);
+    expect(lookups).toBe(2);
+    expect(reached.size).toBe(MAX_LEARNED_PER_LOOKUP); // a cluster's instances share one store: they would answer the same
+  }, 20_000);
+
+  it('answers rdv.route with something other than an address: the relay fails with PROTOCOL_ERROR, not a TypeError', async () => {
+    const rendezvous = await hostileRendezvous({ stun: [] });
+    const { agent } = await reachingAgent(rendezvous.address);
+    const client = new RendezvousClient(agent, [rendezvous.address]);
+    for (const answer of [null, 7, { address: 7 }, { address: 'x'.repeat(2000) }]) {
+      rendezvous.agent.handle('rdv.route', () => answer);
+      const failure = await client.openRelay(Identity.generate().id, new AbortController().signal).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(failure).toBeInstanceOf(AgentError);
+      expect((failure as AgentError).code).toBe('PROTOCOL_ERROR');
+    }
   });
 });

@@ -25,7 +25,7 @@ import { AddressBook, formatPeerAddress, parsePeerReference } from './peer-addre
 import { PeerDialer } from './peer-dialer.js';
 import { pingChannel } from './ping.js';
 import type { AgentPlugin } from './plugin.js';
-import { openTunnel } from './tunnel.js';
+import { MAX_TUNNEL_ACCEPTANCE_BYTES, openTunnel, type TunnelOptions } from './tunnel.js';
 import type { TunnelHandler } from './handlers.js';
 
 const RESOLVED_PEER_CACHE = 4096;
@@ -226,12 +226,15 @@ export class Agent {
 
   /**
    * Opens a raw byte stream to `peer`'s tunnel handler for `method`; resolves once the handler accepted, with
-   * what it answered. Tunnels do not pass through interceptors; `timeoutMs` and `signal` bound the opening.
+   * what it answered. Tunnels do not pass through interceptors; `timeoutMs` and `signal` bound the opening, and
+   * `maxAcceptBytes` (default 64 KiB) the answer.
    */
-  async openTunnel(peer: string, method: string, body?: unknown, options: CallOptions = {}): Promise<{ stream: ChannelStream; accepted: unknown }> {
-    const call = this.newCall(peer, method, body, 'tunnel', options, this.defaultTimeoutMs);
+  async openTunnel(peer: string, method: string, body?: unknown, options: TunnelOptions = {}): Promise<{ stream: ChannelStream; accepted: unknown }> {
+    const { maxAcceptBytes = MAX_TUNNEL_ACCEPTANCE_BYTES, ...callOptions } = options;
+    checkAcceptBytes(maxAcceptBytes);
+    const call = this.newCall(peer, method, body, 'tunnel', callOptions, this.defaultTimeoutMs);
     try {
-      return await openTunnel(this.pool, call, this.maxFrameSize);
+      return await openTunnel(this.pool, call, this.maxFrameSize, Math.min(maxAcceptBytes, this.maxFrameSize));
     } finally {
       call.finish();
     }
@@ -422,6 +425,11 @@ export class Agent {
 }
 
 /** What an interceptor threw, instead of reporting `onError`, fails the call: its attempt is cancelled, its handler told. */
+/** `openTunnel`'s `maxAcceptBytes`: a positive integer (the frame decoder compares lengths against it). */
+function checkAcceptBytes(value: number): void {
+  if (!Number.isSafeInteger(value) || value < 1) throw new AgentError('INVALID_ARGUMENT', `maxAcceptBytes must be a positive integer, got ${String(value)}`);
+}
+
 function failCall(call: CallInfo, handler: CallHandler, error: unknown): void {
   const failure = toAgentError(error, 'UNKNOWN');
   call.abort(failure);

@@ -3,14 +3,31 @@ import type { ChannelStream } from '../channel.js';
 import { decodePayload, encodeFrame } from '../wire/codec.js';
 import { FrameDecoder } from '../wire/frame-decoder.js';
 import type { ChannelPool } from './channel-pool.js';
-import type { OutboundCall } from './outbound-call.js';
+import type { CallOptions, OutboundCall } from './outbound-call.js';
+
+/**
+ * Largest accepting reply `openTunnel` reads by default (64 KiB, the rendezvous's whole control frame): an
+ * acceptance is a small body, and the bytes of an unfinished reply are held outside every inbound budget (the
+ * tunnel's stream is read by the caller, not by core's framed reader), so a peer declaring the agent's largest
+ * frame (16 MiB) and sending all but its last byte held 16 MiB per tunnel until the call's deadline.
+ */
+export const MAX_TUNNEL_ACCEPTANCE_BYTES = 64 * 1024;
+
+export interface TunnelOptions extends CallOptions {
+  /**
+   * Largest accepting reply (its frame's payload) read, in bytes (default {@link MAX_TUNNEL_ACCEPTANCE_BYTES}, at
+   * most the agent's `maxFrameSize`); a larger one fails the opening with `FRAME_TOO_LARGE` at its length header.
+   */
+  maxAcceptBytes?: number;
+}
 
 /**
  * Opens a tunnel: a `tunnel` request, the handler's one reply, then the raw stream. Reads exactly the reply's
  * frame, so bytes the peer sends right behind it reach the caller's first read. The pool slot is released
- * once the tunnel is open: a tunnel lasts as long as its owner wants and must not hold back calls.
+ * once the tunnel is open: a tunnel lasts as long as its owner wants and must not hold back calls. The reply is
+ * read up to `maxAcceptBytes`: what it holds is charged to no budget.
  */
-export async function openTunnel(pool: ChannelPool, call: OutboundCall, maxFrameSize: number): Promise<{ stream: ChannelStream; accepted: unknown }> {
+export async function openTunnel(pool: ChannelPool, call: OutboundCall, maxFrameSize: number, maxAcceptBytes: number): Promise<{ stream: ChannelStream; accepted: unknown }> {
   const channel = pool.tryReserve(call.peer) ?? (await pool.reserve(call.peer, call.priority, call.signal));
   let stream: ChannelStream | undefined;
   // Tunnels skip the interceptors: the call's own signal is their one abort route.
@@ -21,7 +38,7 @@ export async function openTunnel(pool: ChannelPool, call: OutboundCall, maxFrame
     if (call.abortReason) throw call.abortReason;
     const request = { type: 'request', method: call.method, timeoutMs: call.remainingMs(), priority: call.priority, metadata: call.metadata, body: call.body, mode: 'tunnel' } as const;
     await stream.write(encodeFrame(request, maxFrameSize));
-    const { payload, rest } = await readOneFrame(stream, maxFrameSize);
+    const { payload, rest } = await readOneFrame(stream, maxAcceptBytes);
     const reply = decodePayload(payload);
     if (reply.type === 'error') throw new AgentError(reply.code, reply.message, { remote: true });
     if (reply.type !== 'response') throw new AgentError('PROTOCOL_ERROR', `${call.method}: unexpected ${reply.type} opening a tunnel`);

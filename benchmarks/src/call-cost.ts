@@ -3,7 +3,9 @@
  * process and one event loop, so a sequential call's cost is all the work both sides do for it (and the kernel's
  * loopback), with nothing overlapping. Each agentlink channel is compared with its own raw transport doing a
  * 1 KB echo: node:http2, `ws` over TLS, the QUIC engine alone (see raw-echoes.ts); and node:http2 in the shape
- * of an agentlink call (see http2-shapes.ts).
+ * of an agentlink call (see http2-shapes.ts). On ws also the floor of any RPC over the same socket: a hand-written
+ * RPC with ids, method names and deadlines, in msgpack or in bytes laid out by hand (msgpack-rpc-ws.ts), divided by
+ * raw ws like agentlink ws, and agentlink ws divided by each.
  *
  * Measured as CPU time (process.cpuUsage: every thread, the QUIC engine's and V8's helpers included) per call,
  * and wall time per call. Subjects take turns: every round runs each one for `--calls` calls (the first subject
@@ -19,6 +21,7 @@ import { loadNative, quic } from '@agentlink/quic';
 import { webSocket } from '@agentlink/ws';
 import { SHAPE_PAYLOAD, serveShapes, shapeClient } from './http2-shapes.js';
 import { median } from './median.js';
+import { binaryRpcWs, msgpackRpcWs } from './msgpack-rpc-ws.js';
 import { rawQuicEcho, rawWsEcho, type Echo } from './raw-echoes.js';
 
 const { values: args } = parseArgs({ options: { rounds: { type: 'string', default: '9' }, calls: { type: 'string', default: '4000' }, only: { type: 'string' } } });
@@ -67,6 +70,9 @@ const all: Array<{ name: string; raw?: string; open: () => Promise<Echo> }> = [
   { name: "node:http2 in an agentlink call's shape", raw: 'node:http2 echo', open: async () => ({ call: node.callShape, close: async () => undefined }) },
   { name: 'agentlink http2', raw: 'node:http2 echo', open: () => agentlinkCalls(http2) },
   { name: 'raw ws (TLS)', open: () => rawWsEcho(payload) },
+  // The floor of any RPC over the same socket (ids, method names, deadlines, msgpack): see msgpack-rpc-ws.ts.
+  { name: 'msgpack-RPC over ws', raw: 'raw ws (TLS)', open: () => msgpackRpcWs(payload) },
+  { name: 'binary RPC over ws', raw: 'raw ws (TLS)', open: () => binaryRpcWs(payload) },
   { name: 'agentlink ws', raw: 'raw ws (TLS)', open: () => agentlinkCalls(webSocket) },
   ...(native.ok
     ? [
@@ -106,6 +112,13 @@ for (const subject of subjects) {
   console.log(
     `| ${subject.name} | ${median(subject.cpuUs).toFixed(1)} (${range(subject.cpuUs, 1)}) | ${cell(cpuRatios)} | ${median(subject.wallUs).toFixed(1)} (${range(subject.wallUs, 1)}) | ${cell(wallRatios)} |`,
   );
+}
+// agentlink ws against the floors of any RPC over the same socket, round by round, when they ran.
+const agentlinkWs = byName.get('agentlink ws');
+for (const floor of [byName.get('msgpack-RPC over ws'), byName.get('binary RPC over ws')]) {
+  if (!floor || !agentlinkWs) continue;
+  const over = agentlinkWs.cpuUs.map((value, round) => value / floor.cpuUs[round]!);
+  console.log(`agentlink ws × ${floor.name} (CPU): ${median(over).toFixed(2)} (${range(over, 2)})`);
 }
 for (const subject of subjects) await subject.echo.close();
 node.close();

@@ -29,6 +29,7 @@ export { resolveMuxOptions, type MuxOptions, type ResolvedMuxOptions } from './m
 export { DEFAULT_MAX_FRAME_SIZE, FRAME_HEADER_BYTES, decodePayload, encodeFrame } from './wire/codec.js';
 export { FrameDecoder } from './wire/frame-decoder.js';
 export { WRITTEN } from './wire/written.js';
+export { PIPE_HEADROOM, claimHeadroom } from './wire/frame-slab.js';
 export { MessageType } from './wire/messages.js';
 export type { WireMessage } from './wire/messages.js';
 export type { DecodeLimits } from './wire/msgpack-shape.js';

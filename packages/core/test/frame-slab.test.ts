@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { FRAME_HEADROOM, allocFrame, claimHeadroom } from '../src/wire/frame-slab.js';
+import { FRAME_HEADROOM, PIPE_HEADROOM, allocFrame, claimHeadroom } from '../src/wire/frame-slab.js';
+import { MUX_HEADER_BYTES } from '../src/mux/mux-frame.js';
 
 describe('frame slab headroom', () => {
   it('gives the frame cut last its own room in front, once, and the frame bytes stay as written', () => {
@@ -31,5 +32,31 @@ describe('frame slab headroom', () => {
     const last = frames[frames.length - 1]!;
     claimHeadroom(last, 5)!.fill(0xee, 0, 5);
     frames.forEach((frame, i) => expect(frame.every((byte) => byte === (i & 0xff))).toBe(true));
+  });
+
+  it('lets the mux claim its header and then the pipe its own in front of it, each once, within the room left', () => {
+    expect(FRAME_HEADROOM).toBe(MUX_HEADER_BYTES + PIPE_HEADROOM);
+    const before = allocFrame(8).fill(1);
+    const frame = allocFrame(300).fill(2);
+    const mux = claimHeadroom(frame, MUX_HEADER_BYTES)!;
+    mux.fill(5, 0, MUX_HEADER_BYTES);
+    expect(claimHeadroom(frame, 1)).toBeUndefined(); // the frame's room is taken by the mux frame's claim
+    expect(claimHeadroom(mux, PIPE_HEADROOM + 1)).toBeUndefined(); // more than is left
+    const pipe = claimHeadroom(mux, PIPE_HEADROOM)!;
+    expect(pipe.length).toBe(FRAME_HEADROOM + 300);
+    expect(pipe.byteOffset + FRAME_HEADROOM).toBe(frame.byteOffset);
+    pipe.fill(7, 0, PIPE_HEADROOM);
+    expect(claimHeadroom(pipe, 1)).toBeUndefined(); // no room left
+    expect(claimHeadroom(mux, 1)).toBeUndefined(); // once
+    expect([...mux.subarray(0, MUX_HEADER_BYTES)]).toEqual([5, 5, 5, 5, 5]);
+    expect(frame.every((byte) => byte === 2)).toBe(true);
+    expect(before.every((byte) => byte === 1)).toBe(true);
+  });
+
+  it('gives a pipe no room in front of a mux frame that was not the codec’s frame cut last', () => {
+    const frame = allocFrame(40);
+    const mux = claimHeadroom(frame, MUX_HEADER_BYTES)!;
+    allocFrame(40); // a later frame: the room that counts now is in front of it
+    expect(claimHeadroom(mux, 4)).toBeUndefined();
   });
 });

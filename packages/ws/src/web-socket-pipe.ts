@@ -1,13 +1,16 @@
 import { AgentError, type AgentId, type Refusal } from '@agentlink/core';
-import { MuxedChannel, type Channel, type ChannelStream, type MessagePipe, type MuxOptions } from '@agentlink/core/transport';
+import { MuxedChannel, claimHeadroom, type Channel, type ChannelStream, type MessagePipe, type MuxOptions } from '@agentlink/core/transport';
 import type { Duplex } from 'node:stream';
 import type { WebSocket } from 'ws';
 import { TurnBatch } from './turn-batch.js';
+import { webSocketHeaderBytes, writeWebSocketHeader } from './ws-frame-header.js';
 
 /** WebSocket close codes (RFC 6455) used to say why a channel closed. */
 const NORMAL_CLOSURE = 1000;
 const PROTOCOL_ERROR = 1002;
 const CLOSE_HANDSHAKE_MS = 2000;
+/** `WebSocket.OPEN` (the type-only import of ws has no value). */
+const OPEN = 1;
 
 /**
  * Turns an open, authenticated WebSocket into an agentlink Channel: each binary message is one mux frame.
@@ -27,7 +30,7 @@ export function channelOverWebSocket(
     mux?: MuxOptions;
   },
 ): MuxedChannel {
-  const pipe = new WebSocketPipe(socket, new TurnBatch(raw));
+  const pipe = new WebSocketPipe(socket, raw, new TurnBatch(raw), init.role === 'dialer');
   const channel = new MuxedChannel({
     ...init.mux,
     kind: 'ws',
@@ -69,15 +72,32 @@ class WebSocketPipe implements MessagePipe {
 
   constructor(
     private readonly socket: WebSocket,
+    /** The TLS socket under `socket`, which ws's own sender writes to as well. */
+    private readonly raw: Duplex,
     private readonly batch: TurnBatch,
+    /** A client's frames carry a (zero) mask key. */
+    private readonly masked: boolean,
   ) {}
 
   send(message: Uint8Array, flushBefore?: boolean, flushAfter?: boolean, notifySent?: boolean): void {
     this.batch.before(flushBefore === true);
     // A write callback only when the mux asks for one: node's stream then keeps its no-callback path (no closure
     // and no copy of the corked writes' list per flush) for the frames of calls one at a time.
-    this.socket.send(message, SEND_OPTIONS, notifySent === true ? this.onSent : undefined);
-    this.batch.after(message.length, flushAfter === true);
+    const onSent = notifySent === true ? this.onSent : undefined;
+    // A frame with room in front of it (the codec's, past the mux header: a call's request or reply) goes with its
+    // WebSocket header as one buffer, straight to the TLS socket, in order with what ws's sender wrote before it
+    // (that sender never queues: no extension is negotiated). Anything else, or a socket no longer open (ws then
+    // reports the write as after close), goes through ws.
+    const length = message.length;
+    const headerBytes = webSocketHeaderBytes(length, this.masked);
+    const framed = this.socket.readyState === OPEN ? claimHeadroom(message, headerBytes) : undefined;
+    if (framed) {
+      writeWebSocketHeader(framed, headerBytes, length, this.masked);
+      this.raw.write(framed, onSent);
+    } else {
+      this.socket.send(message, SEND_OPTIONS, onSent);
+    }
+    this.batch.after(length, flushAfter === true);
   }
 
   get bufferedAmount(): number {

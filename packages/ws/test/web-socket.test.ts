@@ -150,15 +150,33 @@ describe('ws channel specifics', () => {
     const client = await createAgent({ channels: [webSocket()] });
     try {
       await client.send(server.addresses[0]!, 'echo', 'warm-up');
+      const [channel] = client.channels(server.id);
+      const raw = (channel as unknown as { pipe: { raw: import('node:stream').Duplex } }).pipe.raw;
+      const writes = vi.spyOn(raw, 'write');
       const framed = vi.spyOn(Sender, 'frame');
       const body = Buffer.alloc(1024, 0x5a);
       expect(Buffer.from(await client.send<Uint8Array>(server.addresses[0]!, 'echo', body))).toEqual(body);
+      const written = writes.mock.calls.map(([chunk]) => Buffer.from(chunk as Uint8Array));
+      writes.mockRestore();
+      // The request, written by hand into the room in front of its frame (ws-frame-header.ts): header and mux
+      // frame in one write, not through ws's sender.
+      expect(framed).not.toHaveBeenCalled();
+      expect(written).toHaveLength(1);
+      const frame = written[0]!;
+      expect(frame[0]).toBe(0x82); // FIN, binary
+      expect(frame[1]! & 0x80).toBe(0x80); // MASK bit set: an RFC 6455 client frame
+      expect(frame[1]! & 0x7f).toBe(126); // a 16-bit length follows
+      expect([...frame.subarray(4, 8)]).toEqual([0, 0, 0, 0]);
+      expect(frame.length).toBe(8 + frame.readUInt16BE(2));
+      expect(frame.subarray(8).includes(body)).toBe(true); // the payload as it is: a zero key changes no byte
+      // Frames that go through ws's sender (here the GOAWAY and ws's close frame) get the zero key from ws.
+      await channel!.close();
       const masked = framed.mock.calls.flatMap(([, options], i) => (options.mask ? [framed.mock.results[i]!.value as Buffer[]] : []));
       const headers = masked.map((frame) => Buffer.from(frame[0]!));
       framed.mockRestore();
       expect(headers.length).toBeGreaterThan(0);
       for (const header of headers) {
-        expect(header[1]! & 0x80).toBe(0x80); // MASK bit set: an RFC 6455 client frame
+        expect(header[1]! & 0x80).toBe(0x80);
         const length = header[1]! & 0x7f;
         const keyAt = length === 126 ? 4 : length === 127 ? 10 : 2;
         expect([...header.subarray(keyAt, keyAt + 4)]).toEqual([0, 0, 0, 0]);

@@ -7,6 +7,7 @@ export type { PunchOptions, PunchRequest, PuncherSelf } from './punch.js';
 export { RelayPath } from './relay-path.js';
 export { PathStrategy, PUNCH_HISTORY_MS, PUNCH_HISTORY_PEERS } from './path-strategy.js';
 export { PunchHistory } from './punch-history.js';
+export { CONNECT_TIMES_PEERS, ConnectTimes } from './connect-times.js';
 export type { PathKind, PathStrategyOptions } from './path-strategy.js';
 export { MAX_RECORD_BYTES, signRecord, verifyRecord } from './record.js';
 export type { NatType, PeerRecord, SignedRecord } from './record.js';

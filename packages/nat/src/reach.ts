@@ -10,6 +10,7 @@ import {
 } from '@agentlink/core';
 import { MAX_TIMER_MS, type Channel, type ChannelStream, type ListenContext } from '@agentlink/core/transport';
 import type { quic } from '@agentlink/quic';
+import { ConnectTimes } from './connect-times.js';
 import { discoverNat, localAddresses, type NatDiscovery } from './nat-type.js';
 import { PathStrategy, urlHost, type PathKind } from './path-strategy.js';
 import { MAX_PREDICT_PORTS, Puncher, type PunchRequest } from './punch.js';
@@ -51,7 +52,11 @@ export interface PathEvent {
   peer: AgentId;
   path: ChannelPath;
   kind: string;
-  /** How long finding this path took. */
+  /**
+   * How long finding this path took: from when this agent last started connecting to the peer (a punch that lands
+   * after the relay, or an upgrade, counts from there too). 0 for a path the peer's own dial found, and for a peer
+   * whose start was forgotten (the starts of the last 1,024 peers are kept: `CONNECT_TIMES_PEERS`).
+   */
   ms: number;
 }
 
@@ -77,7 +82,7 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
   private heartbeat: NodeJS.Timeout | undefined;
   private reregister: NodeJS.Timeout | undefined;
   private registering: Promise<PeerRecord> | undefined;
-  private readonly started = new Map<AgentId, number>();
+  private readonly connectTimes = new ConnectTimes();
   private readonly closing = new AbortController();
 
   constructor(private readonly options: ReachOptions) {
@@ -194,7 +199,7 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
   /** The pool asks for a channel to a peer it has no address for (or whose addresses failed). */
   async connect(peer: AgentId, signal: AbortSignal): Promise<Channel | undefined> {
     if (this.rendezvous.isRendezvous(peer)) return undefined;
-    this.started.set(peer, performance.now());
+    this.connectTimes.start(peer);
     const theirs = await this.rendezvous.resolve(peer, signal);
     return this.strategy.connect(peer, theirs, signal);
   }
@@ -232,8 +237,7 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
   }
 
   private readonly reportPath = (peer: AgentId, path: ChannelPath, channel: Channel): void => {
-    const started = this.started.get(peer) ?? performance.now();
-    this.emit('path', { peer, path, kind: channel.kind, ms: performance.now() - started });
+    this.emit('path', { peer, path, kind: channel.kind, ms: this.connectTimes.since(peer) });
   };
 
   /** Background failures (a heartbeat, a punch the peer asked for) go to `error` listeners, if there are any. */

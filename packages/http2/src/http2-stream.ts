@@ -53,6 +53,9 @@ function onNodeEnd(this: LinkedStream): void {
 function confirmEnd(wrapper: Http2ChannelStream): void {
   wrapper.onEndConfirmed();
 }
+function uncorkAtEndOfTurn(wrapper: Http2ChannelStream): void {
+  wrapper.endOfTurn();
+}
 function onNodeDrain(this: LinkedStream): void {
   this[WRAPPER]?.wakeWriters();
 }
@@ -92,6 +95,8 @@ export class Http2ChannelStream implements ChannelStream {
   private budgetWaiter: (Waiter<void> & { wake(): void }) | undefined;
   /** The turn of the stream's first write (-1: none yet, -2: past it), see first-write-turn.ts. */
   private firstWriteTurn = -1;
+  /** node's stream is corked until the end of this turn (see `corkForTurn`). */
+  private corked = false;
   /** A server stream sends these response HEADERS with its first bytes (set by the channel; a shared object). */
   respondWith: OutgoingHttpHeaders | undefined;
 
@@ -116,6 +121,7 @@ export class Http2ChannelStream implements ChannelStream {
     if (this.stream.destroyed || this.stream.writableEnded) return Promise.reject(new AgentError('CLOSED', 'write after end'));
     this.respondOnce();
     if (this.queued === 0 && chunk.length <= WRITE_SLICE && this.budget.tryTake(chunk.length + WRITE_OVERHEAD)) {
+      if (this.firstWriteTurn === -2) this.corkForTurn();
       if (!this.hand(chunk)) return this.waitForDrain();
       return this.firstWriteTurn === -2 ? WRITTEN : this.yieldAfterFirstWrite();
     }
@@ -180,6 +186,29 @@ export class Http2ChannelStream implements ChannelStream {
     const sameTurn = this.firstWriteTurn === currentTurn();
     this.firstWriteTurn = -2;
     return sameTurn ? afterScheduledSends() : WRITTEN;
+  }
+
+  /**
+   * A stream's writes after its first two are held in node's stream until the end of the turn, then handed to
+   * node as one (its `_writev`): node keeps one write of a stream in flight and buffers the ones after it until
+   * nghttp2 has sent it, from an immediate, so a burst's 16 KiB item batch written mid-turn went out alone and
+   * the rest of the turn's batches and the end left in a later socket write, one event-loop turn after, and
+   * reached the caller only once it had worked through the first batch. node sends nothing before the turn's
+   * end anyway, so holding them costs no time; the first two writes stay at once (the first token's path,
+   * first-write-turn.ts), and a stream's end uncorks it (node's `end`), so a last write and the end still go
+   * together.
+   */
+  private corkForTurn(): void {
+    if (this.corked) return;
+    this.corked = true;
+    this.stream.cork();
+    process.nextTick(uncorkAtEndOfTurn, this);
+  }
+
+  /** @internal The end of a turn in which writes were held (see `corkForTurn`). */
+  endOfTurn(): void {
+    this.corked = false;
+    this.stream.uncork();
   }
 
   /**

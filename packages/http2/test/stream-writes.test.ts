@@ -33,6 +33,26 @@ async function wrappedServerStream(windowSize: number): Promise<{ wrapper: Http2
   return { wrapper, node, response, body: async () => (await ended, Buffer.concat(chunks)) };
 }
 
+/** What the wrapper hands node's stream, one entry per write node takes in (`_write` or `_writev`): the byte counts. */
+function recordHandOffs(node: ServerHttp2Stream): number[][] {
+  const handed: number[][] = [];
+  const stream = node as unknown as {
+    _write(chunk: Buffer, encoding: BufferEncoding, done: (error?: Error | null) => void): void;
+    _writev(chunks: Array<{ chunk: Buffer }>, done: (error?: Error | null) => void): void;
+  };
+  const write = stream._write;
+  const writev = stream._writev;
+  stream._write = function (chunk, encoding, done) {
+    handed.push([chunk.length]);
+    write.call(this, chunk, encoding, done);
+  };
+  stream._writev = function (chunks, done) {
+    handed.push(chunks.map(({ chunk }) => chunk.length));
+    writev.call(this, chunks, done);
+  };
+  return handed;
+}
+
 /** Whether `promise` settled within a few turns of the event loop. */
 async function settlesSoon(promise: Promise<unknown>): Promise<boolean> {
   let settled = false;
@@ -71,5 +91,40 @@ describe('HTTP/2 stream writes', () => {
     expect(headers[':status']).toBe(200);
     expect(headers.date).toBeUndefined();
     expect((await body()).toString()).toBe('reply');
+  });
+
+  it("a burst's batches and its end, written in one turn, reach node as one write; its first two writes go at once", async () => {
+    const { wrapper, node, body } = await wrappedServerStream(1024 * 1024);
+    const handed = recordHandOffs(node);
+    // A streamed reply's first two items (architecture.md, "A stream's first token"): each handed to node in the call.
+    const first = wrapper.write(Buffer.alloc(24, 1));
+    expect(handed).toEqual([[24]]);
+    const second = wrapper.write(Buffer.alloc(24, 2));
+    await Promise.all([first, second]);
+    expect(handed.flat()).toEqual([24, 24]);
+    handed.length = 0;
+    // Then the rest of the burst in one turn, as core writes it: a 16 KiB batch mid-turn, the last batch and the end.
+    // node sends nothing before the turn's end; it took the 16 KiB batch alone and held the rest until nghttp2 had
+    // sent it, so the caller got the burst's end one socket write later.
+    const batch = wrapper.write(Buffer.alloc(16_392, 3));
+    const rest = wrapper.write(Buffer.alloc(7_560, 4));
+    const end = wrapper.endWith(Buffer.alloc(6, 5));
+    await Promise.all([batch, rest, end]);
+    expect(handed).toEqual([[16_392, 7_560, 6]]);
+    expect((await body()).length).toBe(24 + 24 + 16_392 + 7_560 + 6);
+  });
+
+  it("a turn's later writes are handed to node at the turn's end, without an end to flush them", async () => {
+    const { wrapper, node, body } = await wrappedServerStream(1024 * 1024);
+    await wrapper.write(Buffer.alloc(24, 1));
+    await wrapper.write(Buffer.alloc(24, 2));
+    const handed = recordHandOffs(node);
+    const writes = [wrapper.write(Buffer.alloc(16_392, 3)), wrapper.write(Buffer.alloc(100, 4))];
+    expect(handed).toEqual([]); // held for the turn
+    await new Promise((resolve) => process.nextTick(resolve));
+    expect(handed).toEqual([[16_392, 100]]);
+    await Promise.all(writes);
+    await wrapper.end();
+    expect((await body()).length).toBe(24 + 24 + 16_392 + 100);
   });
 });

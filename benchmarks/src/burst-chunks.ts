@@ -1,6 +1,12 @@
 /**
- * Probe (not a benchmark): agentbench's burst in agentbench's conditions (its serving process, 1 KB echoes
- * between bursts), agentlink http2 and ws, with marks on the caller side per burst.
+ * Where the caller's time goes in agentbench's 1,000-token burst, in agentbench's conditions: its serving process
+ * (packages/agentbench/dist/peer-process.js, so the workspace's build), 600 1 KB echoes before each subject's
+ * five bursts per round, agentlink http2 and ws taking turns. Prints, per channel, the medians of when the caller
+ * had tokens #0, #1, #2, every 100th and the last and when its loop ended (µs after #0) and the per-token figure
+ * agentbench reports; then, for the last rounds, each chunk the channel handed core (µs after #0 : bytes @ the
+ * item the caller was at), and when the caller had #683 and #684 (the items around the 16 KiB batch's end).
+ *
+ *   pnpm build && pnpm --filter @agentlink/benchmarks burst-chunks [rounds = 15] [http2|ws]
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -59,7 +65,7 @@ for (let round = 0; round <= rounds; round++) {
   }
 }
 const med = (v: number[]): number => [...v].sort((a, b) => a - b)[v.length >> 1]!;
-for (const [name, r] of Object.entries(rows)) {
+for (const [name, r] of Object.entries(rows).filter(([, r]) => r.length > 0)) {
   const L = r[0]!.length;
   const cols = Array.from({ length: L }, (_, k) => med(r.map((m) => (m[k]! - m[0]!) * 1000)).toFixed(0));
   const per = med(r.map((m) => ((m[L - 1]! - m[0]!) * 1000) / (TOKENS - 1))).toFixed(3);

@@ -171,6 +171,7 @@ async function measure(): Promise<void> {
         if (i < 3 || i === TOKENS >> 1 || i === TOKENS - 1) marks.push(now() - started);
         i++;
       }
+      marks.push(now() - started); // the caller's loop has ended (agentbench's per-token figure ends here)
       const [handler] = (await handlerMarks) as [number[]];
       if (round > 0) {
         // The first round warms each subject up (JIT, the channel's first dial).
@@ -183,12 +184,13 @@ async function measure(): Promise<void> {
   const column = (rows: number[][], k: number): string => median(rows.map((row) => row[k]!)).toFixed(2);
   const half = TOKENS >> 1;
   console.log(`${TOKENS} tokens of ${TOKEN_BYTES} bytes, two processes${args.pin ? ' (pinned: handler CPU 1, caller CPU 0)' : ''}; ms from the call, medians of ${rounds - 1} rounds`);
-  console.log(`| build | channel | handler starts | #0 yielded | caller has #0 | #1 | #2 | #${half} yielded | caller has #${half} | last yielded | caller has the last |`);
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
+  console.log(`| build | channel | handler starts | #0 yielded | caller has #0 | #1 | #2 | #${half} yielded | caller has #${half} | last yielded | caller has the last | loop ended | µs per token (#0 to loop end) |`);
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const s of subjects) {
     const h = (k: number): string => column(s.handler, k);
     const c = (k: number): string => column(s.caller, k);
-    console.log(`| ${s.build} | ${s.channel} | ${h(0)} | ${h(1)} | ${c(0)} | ${c(1)} | ${c(2)} | ${h(4)} | ${c(3)} | ${h(5)} | ${c(4)} |`);
+    const perToken = median(s.caller.map((row) => ((row[5]! - row[0]!) * 1000) / (TOKENS - 1))).toFixed(2);
+    console.log(`| ${s.build} | ${s.channel} | ${h(0)} | ${h(1)} | ${c(0)} | ${c(1)} | ${c(2)} | ${h(4)} | ${c(3)} | ${h(5)} | ${c(4)} | ${c(5)} | ${perToken} |`);
   }
   await Promise.all(subjects.map((s) => s.client.close().catch(() => undefined)));
   for (const s of subjects) s.server.kill();

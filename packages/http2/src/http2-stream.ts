@@ -30,6 +30,11 @@ export const WRITE_OVERHEAD = 512;
  * what bounds memory; this only paces one stream against node's buffer.
  */
 export const STREAM_BUFFER_LIMIT = 64 * 1024;
+/**
+ * Bytes of a turn's writes a stream holds (corked) before it hands them to node and its writer waits for node's
+ * send: one of core's item batches (16 KiB). See `writeInTurn`.
+ */
+export const TURN_SEND_BYTES = 16 * 1024;
 /** Received bytes held before the stream is paused; pausing stops WINDOW_UPDATEs, which stops the sender. */
 const READ_BUFFER_LIMIT = 1024 * 1024;
 
@@ -52,6 +57,9 @@ function onNodeEnd(this: LinkedStream): void {
 }
 function confirmEnd(wrapper: Http2ChannelStream): void {
   wrapper.onEndConfirmed();
+}
+function uncorkAtEndOfTurn(wrapper: Http2ChannelStream): void {
+  wrapper.endOfTurn();
 }
 function onNodeDrain(this: LinkedStream): void {
   this[WRAPPER]?.wakeWriters();
@@ -92,6 +100,11 @@ export class Http2ChannelStream implements ChannelStream {
   private budgetWaiter: (Waiter<void> & { wake(): void }) | undefined;
   /** The turn of the stream's first write (-1: none yet, -2: past it), see first-write-turn.ts. */
   private firstWriteTurn = -1;
+  /** node's stream is corked until the end of this turn, or until it holds TURN_SEND_BYTES (see `writeInTurn`). */
+  private corked = false;
+  /** Bytes and writes held while corked. */
+  private corkedBytes = 0;
+  private corkedWrites = 0;
   /** A server stream sends these response HEADERS with its first bytes (set by the channel; a shared object). */
   respondWith: OutgoingHttpHeaders | undefined;
 
@@ -116,8 +129,9 @@ export class Http2ChannelStream implements ChannelStream {
     if (this.stream.destroyed || this.stream.writableEnded) return Promise.reject(new AgentError('CLOSED', 'write after end'));
     this.respondOnce();
     if (this.queued === 0 && chunk.length <= WRITE_SLICE && this.budget.tryTake(chunk.length + WRITE_OVERHEAD)) {
+      if (this.firstWriteTurn === -2) return this.writeInTurn(chunk);
       if (!this.hand(chunk)) return this.waitForDrain();
-      return this.firstWriteTurn === -2 ? WRITTEN : this.yieldAfterFirstWrite();
+      return this.yieldAfterFirstWrite();
     }
     this.queued++;
     const written = this.tail.then(() => this.writeSlowly(chunk));
@@ -180,6 +194,50 @@ export class Http2ChannelStream implements ChannelStream {
     const sameTurn = this.firstWriteTurn === currentTurn();
     this.firstWriteTurn = -2;
     return sameTurn ? afterScheduledSends() : WRITTEN;
+  }
+
+  /**
+   * A stream's writes after its first two (a burst's item batches, a duplex call's items, the reverse stream's mux
+   * frames). node sends a session's frames from an immediate, after the turn that wrote them, and keeps one write
+   * of a stream in flight, holding the later ones until nghttp2 has sent it. Two consequences for a producer that
+   * never waits (1,000 tokens yielded in one turn), both measured (docs/benchmarks.md, "HTTP/2 token bursts: a
+   * batch on its way while the next is made"):
+   * - its whole burst left at the end of its turn, so the caller worked through it only once the producer had
+   *   made all of it: per token, the two sides' costs added up instead of overlapping;
+   * - core's 16 KiB batch, written mid-turn, went out alone and the rest of the turn's writes (the last batch, the
+   *   end) one socket write later, which the caller read only after it had worked through the first batch.
+   * So node's stream is corked at a turn's first such write and handed the turn's writes as one (its `_writev`)
+   * at the end of the turn, or as soon as they reach TURN_SEND_BYTES: then the writer waits one immediate, in
+   * which node sends them (its send immediate runs first), and the caller starts on them while the producer makes
+   * the next batch. A stream's end uncorks it (node's `end`): a last write and the end still go together.
+   */
+  private writeInTurn(chunk: Uint8Array): Promise<void> {
+    if (!this.corked) {
+      this.corked = true;
+      this.stream.cork();
+      process.nextTick(uncorkAtEndOfTurn, this);
+    }
+    this.corkedBytes += chunk.length;
+    this.corkedWrites++;
+    if (!this.hand(chunk)) {
+      this.endOfTurn();
+      return this.waitForDrain();
+    }
+    // Only while the peer keeps up: node has sent everything written before this turn. A peer whose window holds
+    // our bytes gets them at the turn's end, as before (waiting a turn then would only spread a stalled stream's
+    // writes: measured, 12 KiB more per call held for a zero-window peer).
+    if (this.corkedBytes < TURN_SEND_BYTES || this.unsent.length > this.corkedWrites) return WRITTEN;
+    this.endOfTurn();
+    return afterScheduledSends();
+  }
+
+  /** @internal Hands node the writes held since the turn's first (see `writeInTurn`); nothing if none are. */
+  endOfTurn(): void {
+    if (!this.corked) return;
+    this.corked = false;
+    this.corkedBytes = 0;
+    this.corkedWrites = 0;
+    this.stream.uncork();
   }
 
   /**

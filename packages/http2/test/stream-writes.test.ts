@@ -3,7 +3,7 @@ import { connect, createServer, type ClientHttp2Session, type Http2Server, type 
 import type { AddressInfo } from 'node:net';
 import { AgentError } from '@agentlink/core';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Http2ChannelStream, STREAM_BUFFER_LIMIT } from '../src/http2-stream.js';
+import { Http2ChannelStream, STREAM_BUFFER_LIMIT, TURN_SEND_BYTES } from '../src/http2-stream.js';
 import { OutboundBudget } from '../src/outbound-budget.js';
 
 // A plain node:http2 pair (h2c on loopback): the wrapper's writes are node's, whatever the TLS around them.
@@ -16,7 +16,13 @@ afterEach(() => {
 });
 
 /** A server stream wrapped as the channel wraps it, for a client that gives it `windowSize` bytes of credit. */
-async function wrappedServerStream(windowSize: number): Promise<{ wrapper: Http2ChannelStream; node: ServerHttp2Stream; response: Promise<IncomingHttpHeaders>; body: () => Promise<Buffer> }> {
+async function wrappedServerStream(windowSize: number): Promise<{
+  wrapper: Http2ChannelStream;
+  node: ServerHttp2Stream;
+  budget: OutboundBudget;
+  response: Promise<IncomingHttpHeaders>;
+  body: () => Promise<Buffer>;
+}> {
   server = createServer();
   const streams = once(server, 'stream') as Promise<[ServerHttp2Stream]>;
   await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
@@ -24,13 +30,34 @@ async function wrappedServerStream(windowSize: number): Promise<{ wrapper: Http2
   const request = client.request({ ':method': 'POST', ':path': '/agentlink' });
   request.write('x');
   const [node] = await streams;
-  const wrapper = new Http2ChannelStream(node, () => new AgentError('UNAVAILABLE', 'gone'), () => undefined, new OutboundBudget(16 * 1024 * 1024));
+  const budget = new OutboundBudget(16 * 1024 * 1024);
+  const wrapper = new Http2ChannelStream(node, () => new AgentError('UNAVAILABLE', 'gone'), () => undefined, budget);
   wrapper.respondWith = { ':status': 200 };
   const response = once(request, 'response').then(([headers]) => headers as IncomingHttpHeaders);
   const chunks: Buffer[] = [];
   request.on('data', (chunk: Buffer) => chunks.push(chunk));
   const ended = once(request, 'end');
-  return { wrapper, node, response, body: async () => (await ended, Buffer.concat(chunks)) };
+  return { wrapper, node, budget, response, body: async () => (await ended, Buffer.concat(chunks)) };
+}
+
+/** What the wrapper hands node's stream, one entry per write node takes in (`_write` or `_writev`): the byte counts. */
+function recordHandOffs(node: ServerHttp2Stream): number[][] {
+  const handed: number[][] = [];
+  const stream = node as unknown as {
+    _write(chunk: Buffer, encoding: BufferEncoding, done: (error?: Error | null) => void): void;
+    _writev(chunks: Array<{ chunk: Buffer }>, done: (error?: Error | null) => void): void;
+  };
+  const write = stream._write;
+  const writev = stream._writev;
+  stream._write = function (chunk, encoding, done) {
+    handed.push([chunk.length]);
+    write.call(this, chunk, encoding, done);
+  };
+  stream._writev = function (chunks, done) {
+    handed.push(chunks.map(({ chunk }) => chunk.length));
+    writev.call(this, chunks, done);
+  };
+  return handed;
 }
 
 /** Whether `promise` settled within a few turns of the event loop. */
@@ -71,5 +98,72 @@ describe('HTTP/2 stream writes', () => {
     expect(headers[':status']).toBe(200);
     expect(headers.date).toBeUndefined();
     expect((await body()).toString()).toBe('reply');
+  });
+
+  it("writes after a stream's first two, made in one turn, reach node as one at the turn's end; the first two go at once", async () => {
+    const { wrapper, node, body } = await wrappedServerStream(1024 * 1024);
+    const handed = recordHandOffs(node);
+    // A streamed reply's first two items (architecture.md, "A stream's first token"): each handed to node in the call.
+    const first = wrapper.write(Buffer.alloc(24, 1));
+    expect(handed).toEqual([[24]]);
+    const second = wrapper.write(Buffer.alloc(24, 2));
+    await Promise.all([first, second]);
+    expect(handed.flat()).toEqual([24, 24]);
+    handed.length = 0;
+    // node takes a write in and holds the next ones until nghttp2 sent it: the first of these went out alone before.
+    const writes = [wrapper.write(Buffer.alloc(100, 3)), wrapper.write(Buffer.alloc(200, 4)), wrapper.write(Buffer.alloc(300, 5))];
+    expect(await settlesSoon(Promise.all(writes))).toBe(true);
+    expect(handed).toEqual([[100, 200, 300]]);
+    await wrapper.end();
+    expect((await body()).length).toBe(24 + 24 + 600);
+  });
+
+  it("a turn's last batch and the stream's end reach node as one write", async () => {
+    const { wrapper, node, body } = await wrappedServerStream(1024 * 1024);
+    await wrapper.write(Buffer.alloc(24, 1));
+    await wrapper.write(Buffer.alloc(24, 2));
+    const handed = recordHandOffs(node);
+    const rest = wrapper.write(Buffer.alloc(7_560, 3));
+    const end = wrapper.endWith(Buffer.alloc(6, 4));
+    await Promise.all([rest, end]);
+    expect(handed).toEqual([[7_560, 6]]);
+    expect((await body()).length).toBe(24 + 24 + 7_560 + 6);
+  });
+
+  it(`a turn's writes go to node at once when they reach ${TURN_SEND_BYTES} bytes, and the writer waits until node sent them`, async () => {
+    const { wrapper, node, budget, body } = await wrappedServerStream(1024 * 1024);
+    await wrapper.write(Buffer.alloc(24, 1));
+    await wrapper.write(Buffer.alloc(24, 2));
+    const handed = recordHandOffs(node);
+    const small = wrapper.write(Buffer.alloc(8_000, 3));
+    expect(handed).toEqual([]); // held for the turn
+    const batch = wrapper.write(Buffer.alloc(TURN_SEND_BYTES - 8_000 + 8, 4));
+    // Handed over in the call, not at the turn's end: a producer that never waits would hold them until its last token.
+    expect(handed).toEqual([[8_000, TURN_SEND_BYTES - 8_000 + 8]]);
+    let sent = false;
+    void batch.then(() => (sent = true));
+    await small;
+    await new Promise((resolve) => process.nextTick(resolve));
+    expect(sent).toBe(false); // node sends from an immediate: the writer waits for it, so the bytes leave now
+    expect(budget.bytes).toBeGreaterThan(TURN_SEND_BYTES); // node holds them, unsent
+    await batch;
+    expect(budget.bytes).toBe(0); // node reported them sent before the writer went on
+    expect(node.writableLength).toBe(0);
+    await wrapper.end();
+    expect((await body()).length).toBe(24 + 24 + TURN_SEND_BYTES + 8);
+  });
+
+  it("a stream whose earlier bytes node still holds (the peer's window is shut) does not wait: its turn's writes go at the turn's end", async () => {
+    const { wrapper, node } = await wrappedServerStream(0); // no credit: node keeps every byte
+    await wrapper.write(Buffer.alloc(24, 1));
+    await wrapper.write(Buffer.alloc(24, 2));
+    const handed = recordHandOffs(node);
+    // Waiting would only let the producer spread its stalled writes (12 KiB more held per call, measured).
+    let written = false;
+    void wrapper.write(Buffer.alloc(TURN_SEND_BYTES + 8, 3)).then(() => (written = true));
+    await new Promise((resolve) => process.nextTick(resolve));
+    expect(written).toBe(true); // within the turn: no immediate waited for
+    expect(node.writableLength).toBe(24 + 24 + TURN_SEND_BYTES + 8);
+    expect(handed.flat()).toEqual([]); // node keeps the first write in flight and buffers the rest itself
   });
 });

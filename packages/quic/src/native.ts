@@ -128,6 +128,8 @@ export interface NativeBinding {
   engineVersion(): string;
   /** Engine connections and streams not yet released by JavaScript (leak tests). */
   liveObjects(): { connections: number; streams: number };
+  /** Times a writer gave up its core after a stream's first bytes (`tryWrite`), since the engine loaded (tests). */
+  firstWriteYields(): number;
   bindEndpoint(options: EndpointOptions): Promise<NativeEndpoint>;
 }
 

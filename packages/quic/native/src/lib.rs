@@ -17,6 +17,7 @@ mod delivery_rate_tests;
 mod early_data;
 mod endpoint;
 mod errors;
+mod first_write;
 mod handshake;
 mod last_write;
 mod listener;

@@ -128,6 +128,10 @@ export interface NativeBinding {
   engineVersion(): string;
   /** Engine connections and streams not yet released by JavaScript (leak tests). */
   liveObjects(): { connections: number; streams: number };
+  /** Times a writer gave up its core after a stream's first bytes (`tryWrite`), since the engine loaded (tests). */
+  firstWriteYields(): number;
+  /** The scheduling slice (ns) the engine's threads asked for and the kernel accepted; 0 where none (tests). */
+  engineThreadSliceNs(): number;
   bindEndpoint(options: EndpointOptions): Promise<NativeEndpoint>;
 }
 

@@ -16,7 +16,9 @@ mod delivery_rate;
 mod delivery_rate_tests;
 mod early_data;
 mod endpoint;
+mod engine_slice;
 mod errors;
+mod first_write;
 mod handshake;
 mod last_write;
 mod listener;
@@ -36,7 +38,8 @@ mod trim;
 
 use napi_derive::napi;
 
-/// A small runtime: agent traffic is mostly latency-bound, and on 2 cores one worker gave the best p99.
+/// A small runtime: agent traffic is mostly latency-bound, and on 2 cores one worker gave the best p99. Its threads
+/// ask for a short scheduling slice (engine_slice.rs).
 #[napi_derive::module_init]
 fn init() {
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
@@ -44,6 +47,7 @@ fn init() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .thread_name("agentlink-quic")
+        .on_thread_start(engine_slice::engine_thread_started)
         .enable_all()
         .build()
         .expect("tokio runtime");

@@ -12,6 +12,7 @@ use quinn::{RecvStream, SendStream, VarInt};
 use tokio::sync::{watch, Mutex};
 
 use crate::errors::{coded, connection_error, read_error, write_error};
+use crate::first_write::FirstWrite;
 use crate::last_write::{self, LAST_WRITE_MAX};
 use crate::live::{Live, STREAMS};
 use crate::reads::{wait_for_reset, Armed};
@@ -31,6 +32,8 @@ pub struct QuicStream {
     slot: std::sync::Mutex<Option<StreamSlot>>,
     /// The connection's push reads (reads.rs), when JavaScript started them.
     arming: Option<tokio::sync::mpsc::UnboundedSender<Armed>>,
+    /// The stream's first bytes were handed to the connection (first_write.rs).
+    first_write: FirstWrite,
 }
 
 /// Chunks received and not yet handed to JavaScript: gathered first, so the bytes are copied once into a
@@ -105,6 +108,7 @@ impl QuicStream {
             hard_reset: std::sync::Mutex::new(None),
             live: std::sync::Mutex::new(Some(Live::new(&STREAMS))),
             slot: std::sync::Mutex::new(None),
+            first_write: FirstWrite::default(),
         }
     }
 
@@ -155,10 +159,15 @@ impl QuicStream {
 #[napi]
 impl QuicStream {
     /// Writes what fits now without waiting; returns the number of bytes taken (0 when the stream is busy or
-    /// blocked by flow control, and the caller should fall back to `write`).
+    /// blocked by flow control, and the caller should fall back to `write`). After the stream's first bytes are
+    /// taken, this thread gives up its core once (first_write.rs), so the engine's thread can send them.
     #[napi]
     pub fn try_write(&self, data: Buffer) -> Result<u32> {
-        self.write_now(&data, false)
+        let written = self.write_now(&data, false)?;
+        if written > 0 {
+            self.first_write.taken();
+        }
+        Ok(written)
     }
 
     /// `try_write` and, when all of `data` was taken, `try_finish` in the same call (a unary request or reply is

@@ -1,4 +1,5 @@
 import type { AgentId } from '@agentlink/core';
+import { RecentPeers } from './recent-peers.js';
 
 /** Peers whose connection start is remembered for the `path` event's `ms` (docs/rendezvous.md). */
 export const CONNECT_TIMES_PEERS = 1024;
@@ -11,18 +12,18 @@ export const CONNECT_TIMES_PEERS = 1024;
  * us, reports 0 ms, as one found by the peer's own dial always has.
  */
 export class ConnectTimes {
-  /** Peer → when our last connection to it started; Map order is insertion order, so the first key is the oldest. */
-  private readonly started = new Map<AgentId, number>();
+  /** Peer → when our last connection to it started. */
+  private readonly started: RecentPeers<number>;
 
   constructor(
-    private readonly maxPeers = CONNECT_TIMES_PEERS,
+    maxPeers = CONNECT_TIMES_PEERS,
     private readonly now: () => number = () => performance.now(),
-  ) {}
+  ) {
+    this.started = new RecentPeers(maxPeers);
+  }
 
   start(peer: AgentId): void {
-    this.started.delete(peer); // re-inserted as the newest
     this.started.set(peer, this.now());
-    while (this.started.size > this.maxPeers) this.started.delete(this.started.keys().next().value!);
   }
 
   /** Milliseconds since the connection to `peer` started; 0 when none is remembered. */

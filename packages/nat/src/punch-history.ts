@@ -1,4 +1,5 @@
 import type { AgentId } from '@agentlink/core';
+import { RecentPeers } from './recent-peers.js';
 
 /**
  * Which peers our punches failed to reach lately, so the next connection to them races the relay from the start
@@ -6,14 +7,16 @@ import type { AgentId } from '@agentlink/core';
  * failure is forgotten after `forgetAfterMs` (NATs and firewalls change) or at the first punch that works.
  */
 export class PunchHistory {
-  /** Peer → when its last punch failed; Map order is insertion order, so the first key is the oldest. */
-  private readonly failed = new Map<AgentId, number>();
+  /** Peer → when its last punch failed. */
+  private readonly failed: RecentPeers<number>;
 
   constructor(
-    private readonly maxPeers: number,
+    maxPeers: number,
     private readonly forgetAfterMs: number,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.failed = new RecentPeers(maxPeers);
+  }
 
   failedLately(peer: AgentId): boolean {
     const at = this.failed.get(peer);
@@ -24,9 +27,7 @@ export class PunchHistory {
   }
 
   recordFailure(peer: AgentId): void {
-    this.failed.delete(peer); // re-inserted as the newest
     this.failed.set(peer, this.now());
-    while (this.failed.size > this.maxPeers) this.failed.delete(this.failed.keys().next().value!);
   }
 
   recordSuccess(peer: AgentId): void {

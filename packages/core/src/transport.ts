@@ -23,7 +23,7 @@ export { agentIdOfCertificate, authenticatePeer, secureContextOf, selfSignedCert
 export type { PeerCertificateSource, TlsCredentials } from './identity/certificate.js';
 export { MuxedChannel } from './mux/muxed-channel.js';
 export { muxOverStream } from './mux/mux-over-stream.js';
-export { MUX_HEADER_BYTES } from './mux/mux-frame.js';
+export { MAX_MUX_BODY, MUX_HEADER_BYTES } from './mux/mux-frame.js';
 export type { MessagePipe, MuxedChannelInit } from './mux/muxed-channel.js';
 export { resolveMuxOptions, type MuxOptions, type ResolvedMuxOptions } from './mux/mux-options.js';
 export { DEFAULT_MAX_FRAME_SIZE, FRAME_HEADER_BYTES, decodePayload, encodeFrame } from './wire/codec.js';

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { AgentError, Identity } from '../src/index.js';
 import { MuxedChannel, resolveMuxOptions, type ChannelStream, type MuxOptions } from '../src/transport.js';
+import { featuresTaking, largestBodyOf } from '../src/mux/mux-frame.js';
 import { recordingMux } from './recording-mux.js';
 
 /** Two multiplexers joined by an in-memory pipe that delivers asynchronously, like a socket. */
@@ -97,6 +98,7 @@ describe('mux', () => {
       ['maxChunk', 0], // a write of pieces of no bytes looped forever, without yielding
       ['maxChunk', 1.5],
       ['maxChunk', Number.NaN],
+      ['maxChunk', 16 * 1024 * 1024 + 1], // above what a peer can announce it takes: never sent
       ['maxInboundStreams', -1],
       ['highWaterMark', 0],
       ['maxUnsentBytes', Number.POSITIVE_INFINITY],
@@ -165,6 +167,39 @@ describe('mux', () => {
     b.receive(data);
     await expect(accepted[0]!.read()).rejects.toMatchObject({ code: 'PROTOCOL_ERROR' });
     await expect(stream.read()).rejects.toMatchObject({ code: 'PROTOCOL_ERROR' });
+  });
+
+  it('sends pieces above 64 KiB only to a peer whose SETTINGS said it takes them, and no larger than it said', async () => {
+    const sent: Buffer[] = [];
+    const pipe = { send: (m: Uint8Array) => void sent.push(Buffer.from(m)), bufferedAmount: 0, close: () => undefined };
+    const mux = new MuxedChannel({ kind: 'test', peer: Identity.generate().id, remoteAddress: 'memory', role: 'dialer', onStream: () => undefined, pipe, maxChunk: 1024 * 1024, largestBodyTaken: 300 * 1024, window: 4 * 1024 * 1024 });
+    // Our SETTINGS: frame flags, and bodies up to 256 KiB (300 KiB rounded down to 64 KiB units).
+    expect(sent[0]![0]).toBe(6);
+    expect(largestBodyOf(sent[0]!.readUInt32BE(1))).toBe(256 * 1024);
+    const bodies = () => sent.splice(0).filter((f) => (f[0]! & 0x3f) <= 1).map((f) => f.length - 5);
+    const settings = (features: number) => {
+      const frame = Buffer.alloc(9);
+      frame[0] = 6;
+      frame.writeUInt32BE(features, 1);
+      frame.writeUInt32BE(4 * 1024 * 1024, 5);
+      mux.receive(frame);
+    };
+    const stream = await mux.openStream();
+    // Before the peer's SETTINGS: the protocol's 64 KiB, which every peer takes.
+    await stream.write(Buffer.alloc(200 * 1024));
+    expect(Math.max(...bodies())).toBe(64 * 1024);
+    // A peer that announces 128 KiB gets pieces of 128 KiB, never the 1 MiB we would send.
+    settings(featuresTaking(128 * 1024));
+    await stream.write(Buffer.alloc(300 * 1024));
+    expect(Math.max(...bodies())).toBe(128 * 1024);
+    // A peer from before the announcement (features 1, or 0) takes 64 KiB.
+    settings(1);
+    await stream.write(Buffer.alloc(200 * 1024));
+    expect(Math.max(...bodies())).toBe(64 * 1024);
+    expect(largestBodyOf(0)).toBe(64 * 1024);
+    expect(largestBodyOf(featuresTaking(64 * 1024 - 1))).toBe(64 * 1024); // never below the protocol's
+    expect(largestBodyOf(featuresTaking(2 ** 32))).toBe(16 * 1024 * 1024); // at most 256 units
+    await mux.close();
   });
 
   it('a congested pipe takes waiting streams by priority as it drains: critical frames go out before low ones', async () => {

@@ -28,6 +28,8 @@ export function channelOverWebSocket(
     /** Refusals of the mux (streams past its limit, a peer that does not read), for the agent to count. */
     onRefused?(refusal: Refusal): void;
     mux?: MuxOptions;
+    /** The largest mux body this side's WebSocket takes (its maxPayload − 5), announced to the peer. */
+    largestBodyTaken?: number;
   },
 ): MuxedChannel {
   const pipe = new WebSocketPipe(socket, raw, new TurnBatch(raw), init.role === 'dialer');
@@ -39,6 +41,7 @@ export function channelOverWebSocket(
     role: init.role,
     onStream: init.onStream,
     onRefused: init.onRefused,
+    largestBodyTaken: init.largestBodyTaken,
     pipe,
   });
   pipe.channel = channel;

@@ -16,6 +16,7 @@ import {
   positiveInteger,
   resolveMuxOptions,
   type MuxOptions,
+  MAX_MUX_BODY,
   MUX_HEADER_BYTES,
 } from '@agentlink/core/transport';
 import { WebSocket, WebSocketServer, type ClientOptions } from 'ws';
@@ -30,8 +31,10 @@ export interface WebSocketOptions {
   path?: string;
   /**
    * Largest WebSocket message accepted (default: the largest mux frame, 5 + 64 KiB, or 5 + `mux.maxChunk` if that
-   * is larger; see `LARGEST_AGENTLINK_MESSAGE`). ws holds an unfinished message below the mux, outside core's
-   * inbound budgets, so this is what every connection may make the listener hold that way (docs/security.md).
+   * is larger; see `LARGEST_AGENTLINK_MESSAGE`). The mux tells the peer, so a peer with a larger `maxChunk` sends
+   * pieces this large here and no larger; below 5 + 64 KiB, a peer's full-size frame closes the connection with
+   * 1009. ws holds an unfinished message below the mux, outside core's inbound budgets, so this is what every
+   * connection may make the listener hold that way (docs/security.md).
    */
   maxPayload?: number;
   /** Per-stream flow control of the multiplexer. */
@@ -49,8 +52,6 @@ export interface WebSocketOptions {
 }
 
 const DEFAULT_PATH = '/agentlink';
-/** The largest DATA body of the protocol (docs/protocol.md; core's default `mux.maxChunk`). */
-const PROTOCOL_MAX_CHUNK = 64 * 1024;
 /**
  * The largest WebSocket message an agentlink peer sends: each message is one mux frame, sent unfragmented (the
  * turn batch corks the socket, it never joins frames into one message), and the largest frame is a DATA or OPEN
@@ -59,7 +60,7 @@ const PROTOCOL_MAX_CHUNK = 64 * 1024;
  * maxPayload at 1 MiB (until 2026-11-24) a stranger held ~1 MiB per connection, 4 GiB over a listener's 4,096;
  * at this size 64 KiB, 256 MiB.
  */
-export const LARGEST_AGENTLINK_MESSAGE = MUX_HEADER_BYTES + PROTOCOL_MAX_CHUNK;
+export const LARGEST_AGENTLINK_MESSAGE = MUX_HEADER_BYTES + MAX_MUX_BODY;
 /**
  * Pongs owed to a peer that pings without reading, waiting past the socket's buffers; one more terminates the
  * connection (docs/security.md). ws answers every ping by itself; before ws 8.23 nothing bounded those answers,
@@ -89,7 +90,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
   // Checked here, so a mistake fails `webSocket({ mux })` itself rather than every connection later.
   const mux = resolveMuxOptions(options.mux);
   // ws reads maxPayload 0 as "no limit": refused here, so no setting lifts the bound on an unfinished message.
-  const maxPayload = positiveInteger('ws option maxPayload', options.maxPayload, MUX_HEADER_BYTES + Math.max(PROTOCOL_MAX_CHUNK, mux.maxChunk));
+  const maxPayload = positiveInteger('ws option maxPayload', options.maxPayload, MUX_HEADER_BYTES + Math.max(MAX_MUX_BODY, mux.maxChunk));
   const listens = options.port !== undefined || options.host !== undefined;
 
   return {
@@ -140,6 +141,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
             onStream: context.onStream,
             onRefused: context.onRefused,
             mux,
+            largestBodyTaken: maxPayload - MUX_HEADER_BYTES,
           });
           guard.adopt(tlsSocket, channel);
           context.onChannel(channel);
@@ -212,6 +214,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
               onStream: context.onStream,
               onRefused: context.onRefused,
               mux,
+              largestBodyTaken: maxPayload - MUX_HEADER_BYTES,
             }),
           );
         });

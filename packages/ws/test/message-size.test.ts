@@ -92,4 +92,20 @@ describe('the largest WebSocket message a peer may send', () => {
     const body = 'y'.repeat(2 * 1024 * 1024);
     expect(await client.send(big.addresses[0]!, 'echo', body)).toBe(body);
   });
+
+  it('a side with a larger mux.maxChunk sends a peer on the default pieces of 64 KiB: no 1009, both ways', async () => {
+    // Until 2026-11-24 the larger side's first frame above 5 + 64 KiB closed the connection at the other side.
+    const maxChunk = 256 * 1024;
+    const big = await createAgent({ channels: [webSocket({ port: 0, mux: { maxChunk } })] });
+    agents.push(big);
+    big.handle('echo', (body: unknown) => body);
+    const plain = await server();
+    const bigClient = await createAgent({ channels: [webSocket({ mux: { maxChunk } })] });
+    agents.push(bigClient);
+    const plainClient = await createAgent({ channels: [webSocket()] });
+    agents.push(plainClient);
+    const body = 'z'.repeat(2 * 1024 * 1024);
+    expect(await plainClient.send(big.addresses[0]!, 'echo', body)).toBe(body); // the reply's pieces: the larger side's
+    expect(await bigClient.send(plain.addresses[0]!, 'echo', body)).toBe(body); // the request's pieces
+  });
 });

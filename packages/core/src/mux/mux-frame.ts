@@ -26,9 +26,31 @@ export const MuxFrameFlag = { fin: 0x80, endsWithPeer: 0x40 } as const;
 /**
  * Features a side announces in the stream-id field of its SETTINGS frame (always its first frame). Peers from
  * before features read SETTINGS' window and ignore that field, and announce 0.
+ * `largestBody`: bits 8–15 hold n, and the side takes OPEN and DATA bodies up to (n + 1) × 64 KiB; 0 (every peer
+ * before it) is the protocol's 64 KiB.
  */
 export const MuxFeature = { frameFlags: 1 } as const;
 export const MUX_FEATURES = MuxFeature.frameFlags;
+const LARGEST_BODY_SHIFT = 8;
+const LARGEST_BODY_UNITS = 0xff;
+
+/**
+ * The largest OPEN or DATA body every peer takes (docs/protocol.md); a larger one only to a peer that announced it.
+ */
+export const MAX_MUX_BODY = 64 * 1024;
+/** The largest body a side can announce it takes: 256 × 64 KiB. */
+export const MAX_ANNOUNCED_MUX_BODY = (LARGEST_BODY_UNITS + 1) * MAX_MUX_BODY;
+
+/** SETTINGS' feature field for a side that takes bodies up to `largestBody` bytes (rounded down to 64 KiB units). */
+export function featuresTaking(largestBody: number): number {
+  const units = Math.min(LARGEST_BODY_UNITS + 1, Math.floor(largestBody / MAX_MUX_BODY));
+  return MUX_FEATURES | (Math.max(0, units - 1) << LARGEST_BODY_SHIFT);
+}
+
+/** The largest body a peer takes, from its SETTINGS' feature field. */
+export function largestBodyOf(features: number): number {
+  return (((features >>> LARGEST_BODY_SHIFT) & LARGEST_BODY_UNITS) + 1) * MAX_MUX_BODY;
+}
 
 export const MUX_FLAG_BITS = MuxFrameFlag.fin | MuxFrameFlag.endsWithPeer;
 

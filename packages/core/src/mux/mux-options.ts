@@ -1,5 +1,5 @@
 import { AgentError } from '../errors.js';
-import { INITIAL_WINDOW } from './mux-frame.js';
+import { INITIAL_WINDOW, MAX_ANNOUNCED_MUX_BODY, MAX_MUX_BODY } from './mux-frame.js';
 import { integerInRange, nonNegativeInteger, positiveInteger } from '../util/options.js';
 
 /** Flow-control and limit options of the mux. */
@@ -15,8 +15,10 @@ export interface MuxOptions {
   maxWindow?: number;
   maxChannelWindowGrowth?: number;
   /**
-   * Largest DATA frame body this side sends (default 64 KiB). A WebSocket peer takes messages up to 5 bytes more
-   * than its own (at least 64 KiB) and closes the connection with 1009 on a larger one: set it alike on both sides.
+   * Largest DATA frame body this side sends: 1 byte to 16 MiB (default 64 KiB, the largest every peer takes).
+   * Above 64 KiB it is sent only to a peer that announced it takes that much (a WebSocket side whose `maxPayload`
+   * allows it: by default 5 + its own `maxChunk`); to others, 64 KiB. Larger pieces cost less CPU per byte in
+   * bulk; smaller ones let other streams' frames in sooner.
    */
   maxChunk?: number;
   /** Streams the peer may have open at once (default 1024); more are refused with RESOURCE_EXHAUSTED. */
@@ -54,7 +56,8 @@ export function resolveMuxOptions(options: MuxOptions = {}): ResolvedMuxOptions 
   if (!Number.isSafeInteger(maxChannelWindowGrowth) || maxChannelWindowGrowth < 0) {
     throw new AgentError('INVALID_ARGUMENT', `mux.maxChannelWindowGrowth must be a non-negative integer, got ${String(options.maxChannelWindowGrowth)}`);
   }
-  const maxChunk = integerInRange('mux.maxChunk', options.maxChunk, 64 * 1024, 1, MAX_U32);
+  // Up to what a peer can announce it takes (a larger piece would never be sent).
+  const maxChunk = integerInRange('mux.maxChunk', options.maxChunk, MAX_MUX_BODY, 1, MAX_ANNOUNCED_MUX_BODY);
   const maxInboundStreams = nonNegativeInteger('mux.maxInboundStreams', options.maxInboundStreams, 1024);
   const highWaterMark = positiveInteger('mux.highWaterMark', options.highWaterMark, 1024 * 1024);
   const maxUnsentBytes = positiveInteger('mux.maxUnsentBytes', options.maxUnsentBytes, 4 * highWaterMark);

@@ -2,7 +2,7 @@ import { AgentError, toAgentError } from '../errors.js';
 import type { ChannelStream } from '../channel.js';
 import { FrameDecoder } from '../wire/frame-decoder.js';
 import { MuxedChannel, type MuxedChannelInit } from './muxed-channel.js';
-import { MUX_HEADER_BYTES } from './mux-frame.js';
+import { MAX_MUX_BODY, MUX_HEADER_BYTES } from './mux-frame.js';
 
 /**
  * A MuxedChannel carried inside one byte stream of another channel, each mux frame behind a u32 length. Used
@@ -11,7 +11,8 @@ import { MUX_HEADER_BYTES } from './mux-frame.js';
  */
 export function muxOverStream(carrier: ChannelStream, init: Omit<MuxedChannelInit, 'pipe'>): MuxedChannel {
   let buffered = 0;
-  const maxFrame = MUX_HEADER_BYTES + (init.maxChunk ?? 64 * 1024);
+  // What a peer may send, not what this side sends: a lower `maxChunk` here must not refuse a peer's full frames.
+  const maxFrame = MUX_HEADER_BYTES + MAX_MUX_BODY;
   const channel: MuxedChannel = new MuxedChannel({
     ...init,
     pipe: {

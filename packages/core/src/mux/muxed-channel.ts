@@ -5,9 +5,11 @@ import {
   encodeGoaway,
   encodeMuxFrame,
   encodeU32Frame,
+  featuresTaking,
   flagsAllowed,
   INITIAL_WINDOW,
-  MUX_FEATURES,
+  largestBodyOf,
+  MAX_MUX_BODY,
   MUX_FLAG_BITS,
   MUX_HEADER_BYTES,
   MuxFeature,
@@ -71,6 +73,11 @@ export interface MuxedChannelInit extends MuxOptions {
    * client, which most servers never call back. The peer learns our features only then.
    */
   settingsWithFirstFrame?: boolean;
+  /**
+   * The largest OPEN or DATA body this side's pipe takes (default and minimum 64 KiB, the protocol's), announced
+   * in SETTINGS so a peer with a larger `maxChunk` sends pieces that large here (a WebSocket's `maxPayload` − 5).
+   */
+  largestBodyTaken?: number;
 }
 
 /**
@@ -84,11 +91,14 @@ export class MuxedChannel implements Channel, MuxStreamHost {
   readonly remoteAddress: string;
   readonly initiator: 'local' | 'remote';
   readonly closed: Promise<AgentError>;
-  readonly maxChunk: number;
+  /** The largest DATA body sent now: `mux.maxChunk`, capped by what the peer announced it takes (64 KiB until then). */
+  maxChunk: number;
   /** Told when the first stream opens and the last one ends (a listener's eviction picks only idle connections). */
   activity: ConnectionActivity | undefined = undefined;
 
   private readonly pipe: MessagePipe;
+  private readonly configuredMaxChunk: number;
+  private readonly largestBodyTaken: number;
   private readonly window: number;
   private readonly maxWindow: number;
   private readonly maxWindowGrowth: number;
@@ -125,7 +135,9 @@ export class MuxedChannel implements Channel, MuxStreamHost {
     this.window = options.window;
     this.maxWindow = options.maxWindow;
     this.maxWindowGrowth = options.maxChannelWindowGrowth;
-    this.maxChunk = options.maxChunk;
+    this.configuredMaxChunk = options.maxChunk;
+    this.maxChunk = Math.min(options.maxChunk, MAX_MUX_BODY);
+    this.largestBodyTaken = Math.max(MAX_MUX_BODY, init.largestBodyTaken ?? MAX_MUX_BODY);
     this.maxInboundStreams = options.maxInboundStreams;
     this.highWaterMark = options.highWaterMark;
     this.maxUnsentBytes = options.maxUnsentBytes;
@@ -157,7 +169,7 @@ export class MuxedChannel implements Channel, MuxStreamHost {
 
   private sendSettings(): void {
     this.settingsSent = true;
-    const frame = encodeU32Frame(MuxFrameType.settings, MUX_FEATURES, this.window);
+    const frame = encodeU32Frame(MuxFrameType.settings, featuresTaking(this.largestBodyTaken), this.window);
     this.pipe.send(frame, false, false, this.notifySent(frame.length));
   }
 
@@ -249,6 +261,8 @@ export class MuxedChannel implements Channel, MuxStreamHost {
         if (body.length !== 4) return this.protocolError('settings frame body must be 4 bytes');
         // The id field carries the peer's features (0 from peers before them); unknown bits are for later versions.
         this.frameFlags = (id & MuxFeature.frameFlags) !== 0;
+        // Pieces above 64 KiB only to a peer that said it takes them: a WebSocket peer closes on a larger message.
+        this.maxChunk = Math.min(this.configuredMaxChunk, largestBodyOf(id));
         return this.peerSettings(readU32(body, 0));
       default:
         return this.protocolError(`unknown mux frame type ${type}`);

@@ -11,7 +11,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 const root = fileURLToPath(new URL('..', import.meta.url));
 const REPOSITORY = 'git+https://github.com/agentlink/agentlink.git';
 /** The packages npm users install (the platform packages of @agentlink/quic are kept by their own script). */
-export const PUBLISHED = ['packages/core', 'packages/ws', 'packages/http2', 'packages/quic', 'packages/nat', 'packages/conformance', 'packages/agentbench', 'apps/rendezvous'];
+export const PUBLISHED = ['packages/core', 'packages/ws', 'packages/http2', 'packages/quic', 'packages/nat', 'packages/mcp', 'packages/conformance', 'packages/agentbench', 'apps/rendezvous'];
 
 /** `exports` as published: the same entries without `source`. */
 function publishedExports(exports) {

@@ -29,6 +29,9 @@ export function encodeFrame(message: WireMessage, maxFrameSize = DEFAULT_MAX_FRA
     } catch (error) {
       throw new AgentError('INVALID_ARGUMENT', `cannot encode ${message.type}: ${(error as Error).message}`, { cause: error });
     }
+    // Every extension msgpackr writes with these options has type -1 (0xff): a timestamp, i.e. a Date. Memchr
+    // skips text (UTF-8 has no 0xff byte); only a frame holding one is walked.
+    if (frame.indexOf(0xff, FRAME_HEADER_BYTES) !== -1) refuseExtensions(message, frame);
   }
   const payloadLength = frame.length - FRAME_HEADER_BYTES;
   if (payloadLength > maxFrameSize) {
@@ -36,6 +39,25 @@ export function encodeFrame(message: WireMessage, maxFrameSize = DEFAULT_MAX_FRA
   }
   frame.writeUInt32BE(payloadLength, 0);
   return frame;
+}
+
+/** No bound but the shape's own: only an extension (or 0xc1) makes the walk throw. */
+const SHAPE_ONLY: Readonly<DecodeLimits> = Object.freeze({ maxDepth: Number.MAX_SAFE_INTEGER, maxContainers: Number.MAX_SAFE_INTEGER });
+
+/**
+ * msgpackr writes a Date as MessagePack's timestamp extension, and every agentlink decoder refuses extension
+ * types (checkMsgpackShape): sent, the peer would reset the call with PROTOCOL_ERROR and the caller learn
+ * nothing of why. Refused here instead, where the sender can be told what to send.
+ */
+function refuseExtensions(message: WireMessage, frame: Buffer): void {
+  try {
+    checkMsgpackShape(frame.subarray(FRAME_HEADER_BYTES), SHAPE_ONLY);
+  } catch {
+    throw new AgentError(
+      'INVALID_ARGUMENT',
+      `cannot encode ${message.type}: it holds a Date, which agentlink does not carry (plain MessagePack, no extension types): send date.toISOString() or date.getTime()`,
+    );
+  }
 }
 
 /** Binary bodies from this size on are framed around, not copied into the frame (see `encodeFrameSegments`). */

@@ -208,7 +208,7 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
    */
   private explain(error: unknown, index: number): never {
     const failure = toAgentError(error);
-    if (failure.code !== 'UNAUTHENTICATED' || index >= this.configured) throw error;
+    if (failure.code !== 'UNAUTHENTICATED' || failure.remote || index >= this.configured) throw error;
     throw new AgentError(
       'UNAUTHENTICATED',
       `rendezvous "${this.addresses[index]}": ${failure.message}. Give reach({ rendezvous }) the address the rendezvous printed when it started (without --key-file its AgentId changes at every start)`,

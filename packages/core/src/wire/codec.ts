@@ -29,9 +29,8 @@ export function encodeFrame(message: WireMessage, maxFrameSize = DEFAULT_MAX_FRA
     } catch (error) {
       throw new AgentError('INVALID_ARGUMENT', `cannot encode ${message.type}: ${(error as Error).message}`, { cause: error });
     }
-    // Every extension msgpackr writes with these options has type -1 (0xff): a timestamp, i.e. a Date. Memchr
-    // skips text (UTF-8 has no 0xff byte); only a frame holding one is walked.
-    if (frame.indexOf(0xff, FRAME_HEADER_BYTES) !== -1) refuseExtensions(message, frame);
+    // The one extension msgpackr writes with these options is a timestamp (a Date): refused before it leaves.
+    if (mayHoldTimestamp(frame)) refuseExtensions(message, frame);
   }
   const payloadLength = frame.length - FRAME_HEADER_BYTES;
   if (payloadLength > maxFrameSize) {
@@ -39,6 +38,20 @@ export function encodeFrame(message: WireMessage, maxFrameSize = DEFAULT_MAX_FRA
   }
   frame.writeUInt32BE(payloadLength, 0);
   return frame;
+}
+
+/**
+ * Whether the frame may hold a MessagePack timestamp: type -1 (0xff) right after a fixext 4/8 header (d6, d7;
+ * d4 for msgpackr's invalid Date) or an ext 8 header of 12 bytes (c7 0c). memchr finds the 0xff bytes: text has
+ * none (UTF-8 never uses 0xff), and one inside a number or bytes rarely follows such a header, so frames are
+ * walked (refuseExtensions) almost only when they do hold a Date.
+ */
+function mayHoldTimestamp(frame: Buffer): boolean {
+  for (let at = frame.indexOf(0xff, FRAME_HEADER_BYTES + 1); at !== -1; at = frame.indexOf(0xff, at + 1)) {
+    const before = frame[at - 1];
+    if (before === 0xd6 || before === 0xd7 || before === 0xd4 || (before === 12 && frame[at - 2] === 0xc7)) return true;
+  }
+  return false;
 }
 
 /** No bound but the shape's own: only an extension (or 0xc1) makes the walk throw. */

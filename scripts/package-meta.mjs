@@ -4,14 +4,14 @@
 // `exports` drop the monorepo-only `source` condition (it points at src/*.ts, which is not shipped).
 // Usage: node scripts/package-meta.mjs          rewrite the manifests and copy LICENSE
 //        node scripts/package-meta.mjs --check  exit 1 if a manifest or LICENSE copy is out of date
-import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const REPOSITORY = 'git+https://github.com/agentlink/agentlink.git';
 /** The packages npm users install (the platform packages of @agentlink/quic are kept by their own script). */
-export const PUBLISHED = ['packages/core', 'packages/ws', 'packages/http2', 'packages/quic', 'packages/nat', 'packages/conformance', 'packages/agentbench', 'apps/rendezvous'];
+export const PUBLISHED = ['packages/core', 'packages/ws', 'packages/http2', 'packages/quic', 'packages/nat', 'packages/mcp', 'packages/conformance', 'packages/agentbench', 'apps/rendezvous'];
 
 /** `exports` as published: the same entries without `source`. */
 function publishedExports(exports) {
@@ -35,9 +35,22 @@ function expected(dir, manifest) {
   return next;
 }
 
+/**
+ * Workspace packages that npm would publish (no `private: true`) but PUBLISHED leaves out: never packed, never
+ * checked, while the docs tell users to install them (@agentlink/mcp was one).
+ */
+function unlisted() {
+  const dirs = ['packages', 'apps'].flatMap((parent) =>
+    readdirSync(join(root, parent), { withFileTypes: true })
+      .filter((entry) => entry.isDirectory() && existsSync(join(root, parent, entry.name, 'package.json')))
+      .map((entry) => `${parent}/${entry.name}`),
+  );
+  return dirs.filter((dir) => !PUBLISHED.includes(dir) && JSON.parse(readFileSync(join(root, dir, 'package.json'), 'utf8')).private !== true);
+}
+
 /** Rewrites (or with `check`, verifies) the manifests and LICENSE copies; exits 1 on a difference. */
 function main(check) {
-  const stale = [];
+  const stale = unlisted().map((dir) => `${dir}: neither in PUBLISHED (scripts/package-meta.mjs) nor private`);
   for (const dir of PUBLISHED) {
     const file = join(root, dir, 'package.json');
     const text = readFileSync(file, 'utf8');

@@ -4,7 +4,8 @@
 // Verdaccio on loopback, then, in fresh directories outside the monorepo, with plain npm and cargo off PATH:
 //   - an ESM (NodeNext) app, a bundler-resolution app and a CommonJS app (import()) type-check against the
 //     published declarations (skipLibCheck off; the CommonJS one also with module: commonjs) and run two agents
-//     streaming tokens over ws, http2 and, when an engine for this platform was published, quic;
+//     streaming tokens over ws, http2 and, when an engine for this platform was published, quic; the ESM one also
+//     calls an MCP tool through @agentlink/mcp with the official SDK;
 //   - `npx agentbench --quick` and `npx @agentlink/rendezvous` (answering /healthz) from that registry.
 // Needs `pnpm build` first. Exit status 0 only when every step passed.
 import { execFileSync, spawn } from 'node:child_process';
@@ -21,6 +22,9 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 // mirrors that keep only "latest" do not serve: pinned to the version that tag names.
 const VERDACCIO = { version: '5.33.0', overrides: { 'verdaccio-audit': { 'node-fetch': '2.7.0' } } };
 const TYPESCRIPT_RANGE = '~5.9.0';
+// What a user of @agentlink/mcp installs beside it (its README): the SDK, and zod for tool schemas.
+const MCP_SDK_RANGE = '^1.32.2';
+const ZOD_RANGE = '^4.1.0';
 const started = Date.now();
 const work = mkdtempSync(join(tmpdir(), 'agentlink-release-'));
 const children = [];
@@ -197,17 +201,33 @@ async function main() {
   function freshApp(app) {
     const dir = join(work, app.name);
     mkdirSync(dir);
-    const manifest = { name: app.name, version: '1.0.0', private: true, ...app.manifest, dependencies: deps, devDependencies: devDeps };
+    const manifest = { name: app.name, version: '1.0.0', private: true, ...app.manifest, dependencies: { ...deps, ...app.deps }, devDependencies: devDeps };
     writeFileSync(join(dir, 'package.json'), JSON.stringify(manifest, null, 2));
-    for (const [file, options] of Object.entries(app.tsconfigs)) {
-      writeFileSync(join(dir, file), JSON.stringify({ compilerOptions: { ...compilerOptions, ...options }, files: [app.out] }, null, 2));
+    for (const [file, { files, ...options }] of Object.entries(app.tsconfigs)) {
+      writeFileSync(join(dir, file), JSON.stringify({ compilerOptions: { ...compilerOptions, ...options }, files: files ?? [app.out] }, null, 2));
     }
     cpSync(join(here, app.source), join(dir, app.out));
+    for (const file of app.extra ?? []) cpSync(join(here, file), join(dir, file));
     return dir;
   }
 
   const apps = [
-    { name: 'esm-nodenext', manifest: { type: 'module' }, tsconfigs: { 'tsconfig.json': { module: 'NodeNext', moduleResolution: 'NodeNext' } }, source: 'app.ts', out: 'app.ts', main: 'dist/app.js' },
+    // This one also calls an MCP tool through @agentlink/mcp, compiled on its own with skipLibCheck: checking the
+    // SDK's and zod's declarations too doubled this app's tsc time (+12 s at load 7 on 2 cores; +5 s this way).
+    {
+      name: 'esm-nodenext',
+      manifest: { type: 'module' },
+      tsconfigs: {
+        'tsconfig.json': { module: 'NodeNext', moduleResolution: 'NodeNext' },
+        'tsconfig.mcp.json': { module: 'NodeNext', moduleResolution: 'NodeNext', skipLibCheck: true, files: ['mcp.ts'] },
+      },
+      source: 'app.ts',
+      out: 'app.ts',
+      main: 'dist/app.js',
+      deps: { '@agentlink/mcp': '*', '@modelcontextprotocol/sdk': MCP_SDK_RANGE, zod: ZOD_RANGE },
+      extra: ['mcp.ts'],
+      also: ['dist/mcp.js'],
+    },
     { name: 'esm-bundler', manifest: { type: 'module' }, tsconfigs: { 'tsconfig.json': { module: 'ESNext', moduleResolution: 'Bundler' } }, source: 'app.ts', out: 'app.ts', main: 'dist/app.js' },
     {
       name: 'commonjs',
@@ -228,7 +248,7 @@ async function main() {
   for (const [i, app] of apps.entries()) {
     step(`app ${app.name}: tsc, run`);
     for (const tsconfig of Object.keys(app.tsconfigs)) run(join(dirs[i], 'node_modules/.bin/tsc'), ['-p', tsconfig], { cwd: dirs[i], env });
-    process.stdout.write(run('node', [app.main], { cwd: dirs[i], env: appEnv }));
+    for (const main of [app.main, ...(app.also ?? [])]) process.stdout.write(run('node', [main], { cwd: dirs[i], env: appEnv }));
   }
 
   step('npx agentbench --quick');

@@ -69,6 +69,13 @@ describe('Agent', () => {
     for (const bad of ['not-an-id', `${Identity.generate().id}@not a url`, '']) {
       await expect(client.send(bad, 'add', {})).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     }
+    // A wrong AgentId says what a peer reference looks like, not only that the id has the wrong length.
+    for (const bad of ['not-an-id', 'wss://127.0.0.1:4433/agentlink']) {
+      await expect(client.send(bad, 'add', {})).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringContaining(`peer "${bad}": an AgentId has 52 base32 characters, got ${bad.length}; call a peer as "<AgentId>" or "<AgentId>@<url>"`),
+      });
+    }
   });
 
   it('an address whose channel kind is not configured is UNAVAILABLE with the reason', async () => {

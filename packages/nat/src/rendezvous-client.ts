@@ -104,7 +104,7 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
   async publishWith(sign: (stun: HostPort[]) => Promise<SignedRecord>): Promise<AgentId> {
     return this.failover(async (index) => {
       const id = this.ids[index]!;
-      const info = checkInfo(await this.agent.send<unknown>(id, 'rdv.info', undefined, { timeoutMs: 5000 }));
+      const info = checkInfo(await this.agent.send<unknown>(id, 'rdv.info', undefined, { timeoutMs: 5000 }).catch((error: unknown) => this.explain(error, index)));
       for (const address of info.instances ?? []) this.learn(address);
       const servers = info.stun.map((s) => ({ host: s.host ?? this.host(index), port: s.port }));
       const signed = await sign(servers);
@@ -200,6 +200,20 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
       }
     }
     throw last;
+  }
+
+  /**
+   * A rendezvous that proves another key is almost always a misconfigured address (an AgentId from an earlier
+   * start without --key-file): the core error names two keys and nothing else; this one says what to fix.
+   */
+  private explain(error: unknown, index: number): never {
+    const failure = toAgentError(error);
+    if (failure.code !== 'UNAUTHENTICATED' || failure.remote || index >= this.configured) throw error;
+    throw new AgentError(
+      'UNAUTHENTICATED',
+      `rendezvous "${this.addresses[index]}": ${failure.message}. Give reach({ rendezvous }) the address the rendezvous printed when it started (without --key-file its AgentId changes at every start)`,
+      { cause: error },
+    );
   }
 
   /** Adds a rendezvous address (once, up to MAX_RENDEZVOUS); returns its AgentId. */

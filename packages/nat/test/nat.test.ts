@@ -72,3 +72,32 @@ describe('STUN and candidates over IPv6', () => {
     expect(targets).toEqual(['quic://[2001:db8::7]:40000', 'quic://[2001:db8::7]:40001', 'quic://[2001:db8::7]:40002']);
   });
 });
+
+describe('a misconfigured rendezvous address', () => {
+  // The key check fails before any rendezvous handler runs, so an ordinary agent stands in for the rendezvous.
+  it('a rendezvous proving another key fails createAgent with UNAUTHENTICATED saying which address to fix', async () => {
+    const { AgentError, createAgent } = await import('@agentlink/core');
+    const { quic } = await import('@agentlink/quic');
+    const { webSocket } = await import('@agentlink/ws');
+    const { reach } = await import('../src/index.js');
+    const rendezvous = await createAgent({ channels: [webSocket({ port: 0, host: '127.0.0.1' })] });
+    try {
+      const url = rendezvous.addresses[0]!.slice(rendezvous.id.length + 1);
+      const stale = `${Identity.generate().id}@${url}`; // e.g. the AgentId of an earlier start without --key-file
+      const q = quic({ port: 0, host: '127.0.0.1' });
+      const failure = await createAgent({ channels: [q, webSocket()], plugins: [reach({ rendezvous: stale, quic: q })] }).then(
+        async (agent) => {
+          await agent.close();
+          return new Error('createAgent resolved');
+        },
+        (error: unknown) => error,
+      );
+      expect(failure).toBeInstanceOf(AgentError);
+      expect(failure).toMatchObject({ code: 'UNAUTHENTICATED' });
+      expect((failure as Error).message).toContain(`rendezvous "${stale}": peer key mismatch`);
+      expect((failure as Error).message).toContain('Give reach({ rendezvous }) the address the rendezvous printed when it started');
+    } finally {
+      await rendezvous.close();
+    }
+  });
+});

@@ -469,7 +469,16 @@ class ReplyWriter implements CallHandler {
     const message: WireMessage = this.held ? { type: 'response', body: this.heldBody } : { type: 'end' };
     this.held = false;
     this.heldBody = undefined;
-    const sent = call.framed.sendLast(message);
+    let sent: ReturnType<typeof call.framed.sendLast>;
+    try {
+      sent = call.framed.sendLast(message);
+    } catch (error) {
+      // The response cannot be encoded (a Date, a body past the frame limit): nothing was written, so the
+      // caller gets that error as the reply rather than waiting for its deadline.
+      void call.replyError(toAgentError(error, 'HANDLER_ERROR'));
+      call.finished();
+      return;
+    }
     // A write the transport took at once cannot fail later: no handler (and no closure) for it.
     if (sent !== WRITTEN) {
       sent.catch((error: unknown) => {

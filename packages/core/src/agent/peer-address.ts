@@ -13,8 +13,8 @@ export interface PeerReference {
 /** Splits `<AgentId>@<url>` (or a bare AgentId) into its parts; an INVALID_ARGUMENT AgentError otherwise. */
 export function parsePeerReference(text: string): PeerReference {
   const at = text.indexOf('@');
-  if (at < 0) return { id: parseAgentId(text), url: undefined };
-  const id = parseAgentId(text.slice(0, at));
+  const id = peerId(text, at < 0 ? text : text.slice(0, at));
+  if (at < 0) return { id, url: undefined };
   let url: URL;
   try {
     url = new URL(text.slice(at + 1));
@@ -22,6 +22,19 @@ export function parsePeerReference(text: string): PeerReference {
     throw new AgentError('INVALID_ARGUMENT', `"${text.slice(at + 1)}" is not a URL (expected e.g. wss://host:port)`);
   }
   return { id, url };
+}
+
+/** The AgentId part of a peer reference; a wrong one says what a peer reference looks like. */
+function peerId(text: string, id: string): AgentId {
+  try {
+    return parseAgentId(id);
+  } catch (error) {
+    const shown = text.length > 80 ? `${text.slice(0, 80)}…` : text;
+    throw new AgentError(
+      'INVALID_ARGUMENT',
+      `peer "${shown}": ${(error as Error).message}; call a peer as "<AgentId>" or "<AgentId>@<url>" (its agent.id, or one of its agent.addresses)`,
+    );
+  }
 }
 
 /** The address `<AgentId>@<url>` other agents dial. */

@@ -29,6 +29,8 @@ export function encodeFrame(message: WireMessage, maxFrameSize = DEFAULT_MAX_FRA
     } catch (error) {
       throw new AgentError('INVALID_ARGUMENT', `cannot encode ${message.type}: ${(error as Error).message}`, { cause: error });
     }
+    // The one extension msgpackr writes with these options is a timestamp (a Date): refused before it leaves.
+    if (mayHoldTimestamp(frame)) refuseExtensions(message, frame);
   }
   const payloadLength = frame.length - FRAME_HEADER_BYTES;
   if (payloadLength > maxFrameSize) {
@@ -36,6 +38,39 @@ export function encodeFrame(message: WireMessage, maxFrameSize = DEFAULT_MAX_FRA
   }
   frame.writeUInt32BE(payloadLength, 0);
   return frame;
+}
+
+/**
+ * Whether the frame may hold a MessagePack timestamp: type -1 (0xff) right after a fixext 4/8 header (d6, d7;
+ * d4 for msgpackr's invalid Date) or an ext 8 header of 12 bytes (c7 0c). memchr finds the 0xff bytes: text has
+ * none (UTF-8 never uses 0xff), and one inside a number or bytes rarely follows such a header, so frames are
+ * walked (refuseExtensions) almost only when they do hold a Date.
+ */
+function mayHoldTimestamp(frame: Buffer): boolean {
+  for (let at = frame.indexOf(0xff, FRAME_HEADER_BYTES + 1); at !== -1; at = frame.indexOf(0xff, at + 1)) {
+    const before = frame[at - 1];
+    if (before === 0xd6 || before === 0xd7 || before === 0xd4 || (before === 12 && frame[at - 2] === 0xc7)) return true;
+  }
+  return false;
+}
+
+/** No bound but the shape's own: only an extension (or 0xc1) makes the walk throw. */
+const SHAPE_ONLY: Readonly<DecodeLimits> = Object.freeze({ maxDepth: Number.MAX_SAFE_INTEGER, maxContainers: Number.MAX_SAFE_INTEGER });
+
+/**
+ * msgpackr writes a Date as MessagePack's timestamp extension, and every agentlink decoder refuses extension
+ * types (checkMsgpackShape): sent, the peer would reset the call with PROTOCOL_ERROR and the caller learn
+ * nothing of why. Refused here instead, where the sender can be told what to send.
+ */
+function refuseExtensions(message: WireMessage, frame: Buffer): void {
+  try {
+    checkMsgpackShape(frame.subarray(FRAME_HEADER_BYTES), SHAPE_ONLY);
+  } catch {
+    throw new AgentError(
+      'INVALID_ARGUMENT',
+      `cannot encode ${message.type}: it holds a Date, which agentlink does not carry (plain MessagePack, no extension types): send date.toISOString() or date.getTime()`,
+    );
+  }
 }
 
 /** Binary bodies from this size on are framed around, not copied into the frame (see `encodeFrameSegments`). */

@@ -130,10 +130,6 @@ export interface NativeBinding {
   liveObjects(): { connections: number; streams: number };
   /** Times a writer gave up its core after a stream's first bytes (`tryWrite`), since the engine loaded (tests). */
   firstWriteYields(): number;
-  /** Of those, waits for the first datagram that ended at their bound with nothing sent (tests). */
-  firstWriteWaitsTimedOut(): number;
-  /** The bound (µs) of a writer's wait for its stream's first datagram; 0 when it yields once instead (tests). */
-  firstWriteWaitBoundUs(): number;
   /** The scheduling slice (ns) the engine's threads asked for and the kernel accepted; 0 where none (tests). */
   engineThreadSliceNs(): number;
   bindEndpoint(options: EndpointOptions): Promise<NativeEndpoint>;

@@ -18,19 +18,15 @@ async function agent(): Promise<Agent> {
   return a;
 }
 
-function binding() {
+function yields(): number {
   const native = loadNative();
   if (!native.ok) throw new Error(native.reason);
-  return native.binding;
-}
-
-function yields(): number {
-  return binding().firstWriteYields();
+  return native.binding.firstWriteYields();
 }
 
 // The engine's thread sends a write's bytes; a producer that keeps its core for a whole burst kept them from
 // leaving (docs/quic.md, "A burst's first token between two processes"). After a stream's first bytes are taken,
-// the writing thread gives its core away once (it sleeps until a datagram left, at most ~0.2 ms): for the caller's streamed request and the handler's first token,
+// the writing thread gives its core away once: for the caller's streamed request and the handler's first token,
 // not for the burst's later writes, and not for a unary call (its request and reply are each a stream's last write).
 it("gives up the core once after each stream's first bytes: a streamed call's request and its first token, never the burst's later writes or a unary call", async () => {
   const server = await agent();
@@ -54,8 +50,4 @@ it("gives up the core once after each stream's first bytes: a streamed call's re
   const beforeTwo = yields();
   for (let i = 0; i < 2; i++) for await (const _ of client.stream<Uint8Array>(address, 'tokens', 50)) void _;
   expect(yields() - beforeTwo).toBe(4);
-});
-
-it('waits at most 0.2 ms for a stream\'s first datagram unless told otherwise', () => {
-  expect(binding().firstWriteWaitBoundUs()).toBe(process.env['AGENTLINK_QUIC_FIRST_SEND_WAIT_US'] === undefined ? 200 : Number(process.env['AGENTLINK_QUIC_FIRST_SEND_WAIT_US']));
 });

@@ -63,11 +63,7 @@ impl AsyncUdpSocket for SplittingSocket {
     }
 
     fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
-        let sent = self.inner.try_send(transmit);
-        if sent.is_ok() {
-            crate::first_write::datagram_sent(); // a writer may sleep until its stream's first bytes left
-        }
-        sent
+        self.inner.try_send(transmit)
     }
 
     fn poll_recv(&self, cx: &mut Context, bufs: &mut [IoSliceMut<'_>], meta: &mut [RecvMeta]) -> Poll<io::Result<usize>> {

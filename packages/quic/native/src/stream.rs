@@ -160,14 +160,12 @@ impl QuicStream {
 impl QuicStream {
     /// Writes what fits now without waiting; returns the number of bytes taken (0 when the stream is busy or
     /// blocked by flow control, and the caller should fall back to `write`). After the stream's first bytes are
-    /// taken, this thread sleeps until they have left (at most ~0.2 ms: first_write.rs), so the engine's thread, and a
-    /// peer's on this machine, have its core to send and take them.
+    /// taken, this thread gives up its core once (first_write.rs), so the engine's thread can send them.
     #[napi]
     pub fn try_write(&self, data: Buffer) -> Result<u32> {
-        let before = self.first_write.before();
         let written = self.write_now(&data, false)?;
         if written > 0 {
-            self.first_write.taken(before);
+            self.first_write.taken();
         }
         Ok(written)
     }

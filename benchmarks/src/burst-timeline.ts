@@ -6,10 +6,14 @@
  * `current`) and channels take turns in rounds, each build with its own serving process.
  *
  *   pnpm build && pnpm --filter @agentlink/benchmarks burst-timeline [--builds current] [--channels ws,http2,quic]
- *     [--rounds 30] [--tokens 1000] [--pin]
+ *     [--rounds 30] [--tokens 1000] [--pin | --pin-loops same|apart]
  *
  * `--pin`: the serving processes run on CPU 1 and the caller on CPU 0 (taskset), so the scheduler cannot wake the
  * caller on the core its busy producer holds.
+ *
+ * `--pin-loops same|apart`: only the event loops' threads are pinned (the caller's on CPU 0, the serving processes'
+ * on CPU 0 too or on CPU 1); the engine's and libuv's threads go where the scheduler puts them. `same` is what a
+ * slow round looks like when the scheduler keeps both loops on one core (docs/quic.md, "A burst's first token").
  *
  * Channel `rawquic` is agentbench's raw QUIC engine subject (no framing, codec or dispatch: the handler is one
  * `tryWrite` per token on the stream, the caller reads by pull), with the same marks, so QUIC's own share of the
@@ -30,6 +34,7 @@ const { values: args, positionals } = parseArgs({
     rounds: { type: 'string', default: '30' },
     tokens: { type: 'string', default: '1000' },
     pin: { type: 'boolean', default: false },
+    'pin-loops': { type: 'string' },
   },
 });
 const TOKENS = Number(args.tokens);
@@ -57,9 +62,19 @@ function pin(cpu: number): void {
   execFileSync('taskset', ['-a', '-p', '-c', String(cpu), String(process.pid)], { stdio: 'ignore' });
 }
 
+const pinLoops = args['pin-loops'];
+if (pinLoops !== undefined && pinLoops !== 'same' && pinLoops !== 'apart') throw new Error('--pin-loops takes same or apart');
+if (pinLoops !== undefined && args.pin) throw new Error('--pin and --pin-loops exclude each other');
+
+/** Pins this process's event-loop thread only (its id is the process's): without -a, taskset leaves the others. */
+function pinLoop(cpu: number): void {
+  execFileSync('taskset', ['-p', '-c', String(cpu), String(process.pid)], { stdio: 'ignore' });
+}
+
 /** The serving process: one agent with every channel; after each burst it sends its marks to the caller. */
 async function serve(build: string, channels: string[]): Promise<void> {
   if (args.pin) pin(1);
+  if (pinLoops !== undefined) pinLoop(pinLoops === 'same' ? 0 : 1);
   process.on('SIGTERM', () => process.exit(0));
   const { createAgent, Identity } = await load(build, 'core');
   const agent = await createAgent({ channels: await transports(build, channels, true) });
@@ -145,10 +160,11 @@ interface Subject {
 
 async function measure(): Promise<void> {
   if (args.pin) pin(0);
+  if (pinLoops !== undefined) pinLoop(0);
   const channels = args.channels!.split(',');
   const subjects: Subject[] = [];
   for (const build of args.builds!.split(',')) {
-    const server = fork(fileURLToPath(import.meta.url), ['serve', build, args.channels!, ...(args.pin ? ['--pin'] : [])], { execArgv: process.execArgv });
+    const server = fork(fileURLToPath(import.meta.url), ['serve', build, args.channels!, ...(args.pin ? ['--pin'] : []), ...(pinLoops !== undefined ? ['--pin-loops', pinLoops] : [])], { execArgv: process.execArgv });
     const [addresses] = (await once(server, 'message')) as [string[]];
     const { createAgent } = await load(build, 'core');
     const agent = await createAgent({ channels: await transports(build, channels, false) });
@@ -183,7 +199,7 @@ async function measure(): Promise<void> {
   const median = (values: number[]): number => [...values].sort((a, b) => a - b)[values.length >> 1]!;
   const column = (rows: number[][], k: number): string => median(rows.map((row) => row[k]!)).toFixed(2);
   const half = TOKENS >> 1;
-  console.log(`${TOKENS} tokens of ${TOKEN_BYTES} bytes, two processes${args.pin ? ' (pinned: handler CPU 1, caller CPU 0)' : ''}; ms from the call, medians of ${rounds - 1} rounds`);
+  console.log(`${TOKENS} tokens of ${TOKEN_BYTES} bytes, two processes${args.pin ? ' (pinned: handler CPU 1, caller CPU 0)' : ''}${pinLoops !== undefined ? ` (event loops pinned: caller's CPU 0, handler's CPU ${pinLoops === 'same' ? 0 : 1})` : ''}; ms from the call, medians of ${rounds - 1} rounds`);
   console.log(`| build | channel | handler starts | #0 yielded | caller has #0 | #1 | #2 | #${half} yielded | caller has #${half} | last yielded | caller has the last | loop ended | µs per token (#0 to loop end) |`);
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const s of subjects) {

@@ -192,11 +192,38 @@ describe('a request with a plain body (written and read without msgpackr)', () =
     );
   });
 
-  it('holds a stricter decoder\'s limits: a body nested past them is refused, as the general path refuses it', () => {
+  it('holds a stricter decoder\'s limits: a body nested past them, or with more containers, is refused as the general path refuses it', () => {
     const payload = encodeFrame(request({ a: { b: { c: 1 } } })).subarray(FRAME_HEADER_BYTES);
     const limits = { maxDepth: 3, maxContainers: 100 };
     expect(decodeBinaryFrame(payload, 0, payload.length, undefined, limits)).toBeUndefined();
     expect(() => decodePayload(payload, limits)).toThrow(expect.objectContaining({ code: 'PROTOCOL_ERROR' }));
-    expect(decodePayload(payload, { maxDepth: 4, maxContainers: 4 })).toEqual(request({ a: { b: { c: 1 } } }));
+    // The request's array and its metadata map count too: 5 containers in all.
+    const few = { maxDepth: 4, maxContainers: 4 };
+    expect(decodeBinaryFrame(payload, 0, payload.length, undefined, few)).toBeUndefined();
+    expect(() => decodePayload(payload, few)).toThrow(expect.objectContaining({ code: 'PROTOCOL_ERROR' }));
+    const enough = { maxDepth: 4, maxContainers: 5 };
+    expect(decodeBinaryFrame(payload, 0, payload.length, undefined, enough)).toEqual(request({ a: { b: { c: 1 } } }));
+    expect(decodePayload(payload, enough)).toEqual(request({ a: { b: { c: 1 } } }));
+    fc.assert(
+      fc.property(values, fc.integer({ min: 1, max: 6 }), fc.integer({ min: 1, max: 12 }), (body, maxDepth, maxContainers) => {
+        let bytes: Buffer;
+        try {
+          bytes = Buffer.from(encodeFrame(request(body)).subarray(FRAME_HEADER_BYTES));
+        } catch {
+          return;
+        }
+        const limits = { maxDepth, maxContainers };
+        const direct = decodeBinaryFrame(bytes, 0, bytes.length, undefined, limits);
+        let general: WireMessage | undefined;
+        try {
+          general = tupleToMessage(unpackPayload(bytes, limits));
+        } catch {
+          general = undefined;
+        }
+        if (general === undefined) expect(direct).toBeUndefined();
+        else if (direct !== undefined) expectSame(direct, general);
+      }),
+      { numRuns: 1000 },
+    );
   });
 });

@@ -134,6 +134,8 @@ export function decodeBinaryFrame(
 
 /** Every read below is bounded by `end` explicitly: the bytes past it may be another frame's. */
 function decodeBinaryRequest(bytes: Uint8Array, start: number, end: number, limits: Readonly<DecodeLimits>): WireMessage | undefined {
+  // The request's array holds its metadata map: two containers, two levels, whatever the body.
+  if (limits.maxDepth < 2 || limits.maxContainers < 2) return undefined;
   let at = start + 2;
   if (at >= end) return undefined;
   const marker = bytes[at++]!;

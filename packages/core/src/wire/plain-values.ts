@@ -197,7 +197,7 @@ export const NOT_PLAIN: unique symbol = Symbol('not a plain value');
 /** Where the value `readPlainValue` read last ends. */
 export let plainValueEnd = 0;
 
-/** Read state of one value: its bytes, their end, the containers allowed. One object, reused (no allocation per read). */
+/** Read state of one value: its bytes, their end, the nesting and containers allowed (no object per read). */
 let src: Uint8Array = new Uint8Array(0);
 let srcEnd = 0;
 let position = 0;
@@ -205,16 +205,17 @@ let maxDepth = 0;
 let containersLeft = 0;
 
 /**
- * Reads one value at `at` of the shapes `writePlainBody` writes (and fixmap, which other writers use for small
- * objects), bounded by `end`, within `limits` less the message's own array; NOT_PLAIN for anything else.
+ * Reads a request's body at `at`, of the shapes `writePlainBody` writes (and fixmap, which other writers use for
+ * small objects), bounded by `end`, within `limits` less the request's own containers; NOT_PLAIN for anything else.
  * `plainValueEnd` then says where it ended.
  */
 export function readPlainValue(bytes: Uint8Array, at: number, end: number, limits: Readonly<DecodeLimits>): unknown {
   src = bytes;
   srcEnd = end;
   position = at;
+  // The message's own array holds the body (one level); it and the request's metadata map are two containers.
   maxDepth = Math.min(MAX_PLAIN_DEPTH, limits.maxDepth - 1);
-  containersLeft = Math.min(MAX_PLAIN_CONTAINERS, limits.maxContainers - 1);
+  containersLeft = Math.min(MAX_PLAIN_CONTAINERS, limits.maxContainers - 2);
   const value = readValue(0);
   plainValueEnd = position;
   src = EMPTY; // holds no frame's bytes between reads

@@ -160,6 +160,21 @@ describe('a request with a plain body (written and read without msgpackr)', () =
     expect(decodeBinaryFrame(frame.subarray(FRAME_HEADER_BYTES))).toEqual(request({ changing: 'x' }));
   });
 
+  it('writes a body whose getter encodes another request meanwhile (that one through msgpackr), each whole', () => {
+    let inner: Buffer | undefined;
+    const body = {
+      a: 'outer',
+      get b(): number {
+        inner = encodeFrame(request({ c: 'inner', d: [1, 2, 3] }));
+        return 7;
+      },
+      e: 'after',
+    };
+    const outer = encodeFrame(request(body));
+    expect(decodePayload(outer.subarray(FRAME_HEADER_BYTES))).toEqual(request({ a: 'outer', b: 7, e: 'after' }));
+    expect(decodePayload(inner!.subarray(FRAME_HEADER_BYTES))).toEqual(request({ c: 'inner', d: [1, 2, 3] }));
+  });
+
   it('never accepts what the general path refuses, nor reads it differently: cut, extended and mutated frames', () => {
     const mutated = fc
       .tuple(values, fc.nat(), fc.integer({ min: 0, max: 255 }), fc.constantFrom('flip', 'cut', 'append'))

@@ -37,10 +37,21 @@ let containers = 0;
  * undefined when the value is not a plain value this path takes (then nothing counts).
  */
 export function writePlainBody(value: unknown): Buffer | undefined {
+  // A getter that encodes another message while this one is written (it sends a call) must not write over this
+  // one's scratch: that inner one takes the general path.
+  if (writing) return undefined;
+  writing = true;
   containers = 0;
-  const end = writeValue(value, 0, 0);
-  return end < 0 ? undefined : scratch.subarray(0, end);
+  try {
+    const end = writeValue(value, 0, 0);
+    return end < 0 ? undefined : scratch.subarray(0, end);
+  } finally {
+    writing = false;
+  }
 }
+
+/** A body is being written into the scratch (see `writePlainBody`). */
+let writing = false;
 
 /** Writes one value at `at`; returns the offset after it, or -1. */
 function writeValue(value: unknown, at: number, depth: number): number {

@@ -2,10 +2,13 @@ import type { CallMode, Priority, WireMessage } from './messages.js';
 import { MODES, PRIORITIES } from './messages.js';
 import { allocFrame } from './frame-slab.js';
 import type { BufferViews } from '../util/bytes.js';
+import { DEFAULT_DECODE_LIMITS, type DecodeLimits } from './msgpack-shape.js';
+import { NOT_PLAIN, plainValueEnd, readPlainValue, writePlainBody } from './plain-values.js';
 
 /**
  * The frames of a call with a binary body, written and read without msgpackr: a `request` whose metadata is empty
- * and whose method is short ASCII, and a `response` or `item` whose body is a Uint8Array. They are most of a
+ * and whose method is short ASCII (its body binary, or a small plain value: plain-values.ts), and a `response` or
+ * `item` whose body is a Uint8Array. They are most of a
  * busy agent's frames, and msgpackr cost ~2–3 µs per 1 KB call on each side (a tuple, a pack into its buffer, a
  * shape check and an unpack with its string cache) — as much as the rest of the frame path.
  *
@@ -44,15 +47,20 @@ export function encodeBinaryFrame(message: WireMessage): Buffer | undefined {
 }
 
 function encodeBinaryRequest(message: Extract<WireMessage, { type: 'request' }>): Buffer | undefined {
-  const { method, timeoutMs, body } = message;
-  if (!(body instanceof Uint8Array) || !isEmpty(message.metadata)) return undefined;
+  const { method, timeoutMs } = message;
+  if (!isEmpty(message.metadata)) return undefined;
   const methodLength = method.length;
   if (methodLength === 0 || methodLength > MAX_FAST_METHOD) return undefined;
   for (let i = 0; i < methodLength; i++) if (method.charCodeAt(i) >= 0x80) return undefined;
   if (timeoutMs !== null && !(Number.isInteger(timeoutMs) && timeoutMs >= 0 && timeoutMs <= MAX_U32)) return undefined;
+  // A binary body is framed here; any other is written (if plain) where it is read once, then copied in.
+  const binary = message.body instanceof Uint8Array ? message.body : undefined;
+  const plain = binary ? undefined : writePlainBody(message.body);
+  if (!binary && !plain) return undefined;
+  const body = (binary ?? plain)!;
   const methodHead = methodLength < 32 ? 1 : 2;
   const timeoutBytes = timeoutMs === null || timeoutMs < 0x80 ? 1 : timeoutMs < 0x100 ? 2 : timeoutMs < 0x10000 ? 3 : 5;
-  const bodyHead = binHeaderBytes(body.length);
+  const bodyHead = binary ? binHeaderBytes(body.length) : 0;
   // u32 length, fixarray 7, type 1, method, timeout, priority, {} (map 16 of 0 entries, as msgpackr writes every
   // object), body, mode
   const frame = allocFrame(4 + 2 + methodHead + methodLength + timeoutBytes + 1 + 3 + bodyHead + body.length + 1);
@@ -88,7 +96,12 @@ function encodeBinaryRequest(message: Extract<WireMessage, { type: 'request' }>)
   frame[at++] = 0xde;
   frame[at++] = 0;
   frame[at++] = 0;
-  at = writeBin(frame, at, body);
+  if (binary) {
+    at = writeBin(frame, at, body);
+  } else {
+    frame.set(body, at);
+    at += body.length;
+  }
   frame[at] = modeIndex(message.mode);
   return frame;
 }
@@ -99,7 +112,14 @@ function encodeBinaryRequest(message: Extract<WireMessage, { type: 'request' }>)
  * undefined for anything else. Bodies are views of the bytes, as msgpackr gives them (made by `views` when given:
  * the views of `bytes` a reader of many frames of one chunk makes without `subarray`).
  */
-export function decodeBinaryFrame(bytes: Uint8Array, start = 0, end = bytes.length, views?: BufferViews): WireMessage | undefined {
+export function decodeBinaryFrame(
+  bytes: Uint8Array,
+  start = 0,
+  end = bytes.length,
+  views?: BufferViews,
+  /** What the frame may nest (a plain body's containers count): the decoder's limits. */
+  limits: Readonly<DecodeLimits> = DEFAULT_DECODE_LIMITS,
+): WireMessage | undefined {
   if (end - start < 2) return undefined;
   const first = bytes[start];
   const kind = bytes[start + 1];
@@ -108,12 +128,14 @@ export function decodeBinaryFrame(bytes: Uint8Array, start = 0, end = bytes.leng
     if (body === undefined || body.end !== end) return undefined;
     return kind === 2 ? { type: 'response', body: body.bytes } : { type: 'item', body: body.bytes };
   }
-  if (first === 0x97 && kind === 1) return decodeBinaryRequest(bytes, start, end);
+  if (first === 0x97 && kind === 1) return decodeBinaryRequest(bytes, start, end, limits);
   return undefined;
 }
 
 /** Every read below is bounded by `end` explicitly: the bytes past it may be another frame's. */
-function decodeBinaryRequest(bytes: Uint8Array, start: number, end: number): WireMessage | undefined {
+function decodeBinaryRequest(bytes: Uint8Array, start: number, end: number, limits: Readonly<DecodeLimits>): WireMessage | undefined {
+  // The request's array holds its metadata map: two containers, two levels, whatever the body.
+  if (limits.maxDepth < 2 || limits.maxContainers < 2) return undefined;
   let at = start + 2;
   if (at >= end) return undefined;
   const marker = bytes[at++]!;
@@ -145,9 +167,20 @@ function decodeBinaryRequest(bytes: Uint8Array, start: number, end: number): Wir
   if (at < end && bytes[at] === 0x80) at += 1;
   else if (at + 3 <= end && bytes[at] === 0xde && bytes[at + 1] === 0 && bytes[at + 2] === 0) at += 3;
   else return undefined;
-  const body = readBin(bytes, at, end);
-  if (body === undefined || body.end + 1 !== end) return undefined;
-  const mode = bytes[body.end]!;
+  let body: unknown;
+  let bodyEnd: number;
+  const bin = at < end && bytes[at]! >= 0xc4 && bytes[at]! <= 0xc6 ? readBin(bytes, at, end) : undefined;
+  if (bin) {
+    body = bin.bytes;
+    bodyEnd = bin.end;
+  } else {
+    // The mode's byte follows the body: a body that reaches the frame's end is not this shape.
+    body = readPlainValue(bytes, at, end - 1, limits);
+    if (body === NOT_PLAIN) return undefined;
+    bodyEnd = plainValueEnd;
+  }
+  if (bodyEnd + 1 !== end) return undefined;
+  const mode = bytes[bodyEnd]!;
   if (mode > 3) return undefined;
   return {
     type: 'request',
@@ -155,7 +188,7 @@ function decodeBinaryRequest(bytes: Uint8Array, start: number, end: number): Wir
     timeoutMs,
     priority: PRIORITIES[priority] as Priority,
     metadata: {},
-    body: body.bytes,
+    body,
     mode: MODES[mode] as CallMode,
   };
 }

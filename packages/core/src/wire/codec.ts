@@ -123,7 +123,7 @@ export function decodePayloadAt(
   /** Views of `bytes` for binary bodies (FrameDecoder.frameViews), when the reader has them. */
   views?: BufferViews,
 ): WireMessage {
-  const fast = decodeBinaryFrame(bytes, start, end, views) ?? decodeStringItem(bytes, start, end);
+  const fast = decodeBinaryFrame(bytes, start, end, views, limits) ?? decodeStringItem(bytes, start, end);
   if (fast) return fast;
   const payload = start === 0 && end === bytes.length ? bytes : bytes.subarray(start, end);
   const message = tupleToMessage(unpackPayload(payload, limits));

@@ -150,7 +150,12 @@ function writeAscii(text: string, at: number): number {
 /** Bytes (bin), an array, or a plain object (map 16 of its own enumerable keys, as msgpackr walks them). */
 function writeObject(value: object, at: number, depth: number): number {
   const constructor = (value as { constructor?: unknown }).constructor;
-  if (constructor === Uint8Array || constructor === Buffer) return writeBytes(value as Uint8Array, at);
+  // Bytes are what msgpackr takes for bytes: a real Uint8Array or Buffer (its typed-array extension), not an
+  // object whose own `constructor` names one (msgpackr writes that as a map), nor a Proxy of one (whose length
+  // getter throws: msgpackr's to refuse).
+  if ((constructor === Uint8Array || constructor === Buffer) && ArrayBuffer.isView(value) && value instanceof Uint8Array) {
+    return writeBytes(value, at);
+  }
   if (depth >= MAX_PLAIN_DEPTH || ++containers > MAX_PLAIN_CONTAINERS) return -1;
   if (constructor === Array) {
     const array = value as unknown[];
@@ -188,7 +193,8 @@ function writeObject(value: object, at: number, depth: number): number {
 }
 
 function writeBytes(bytes: Uint8Array, at: number): number {
-  const length = bytes.length;
+  // msgpackr's length for bytes (an own `length` property does not hide it; `set` copies this many).
+  const length = bytes.byteLength;
   const header = length < 0x100 ? 2 : 3;
   if (at + header + length > MAX_PLAIN_BYTES) return -1;
   if (header === 2) {

@@ -367,3 +367,32 @@ describe('a plain body in any encoding a peer may write', () => {
     expect(taken, `${taken}`).toBeGreaterThan(300); // the fast path read a good share of them (not a property about nothing)
   });
 });
+
+describe('what a peer\'s plain body costs to read', () => {
+  /** Heap held by what `read` returns (the results are kept alive while measured). */
+  function heapHeldBy(read: () => unknown): { held: number; result: unknown } {
+    const before = process.memoryUsage().heapUsed;
+    const result = read();
+    return { held: process.memoryUsage().heapUsed - before, result };
+  }
+
+  // Text read a character at a time (`text += char`) is a chain of cons strings, ~30 heap bytes per byte of frame:
+  // a 15 MB request of long ASCII strings held ~470 MB (msgpackr's flat strings: ~18 MB), past the ~16 MiB per
+  // frame that the container bound keeps decoding to (docs/security.md).
+  it('holds about the frame\'s size in heap, not tens of times it: one large frame, or many small ones', () => {
+    const head = Buffer.from('9701a46d657468c002de0000', 'hex');
+    const long = Buffer.concat([Buffer.from([0xd9, 255]), Buffer.alloc(255, 0x61)]);
+    const count = 60_000;
+    const large = Buffer.concat([head, Buffer.from([0xdc, count >> 8, count & 0xff]), ...Array.from({ length: count }, () => long), Buffer.from([1])]);
+    const one = heapHeldBy(() => decodePayload(large));
+    expect(((one.result as { body: unknown[] }).body).length).toBe(count);
+    expect(one.held).toBeLessThan(5 * large.length);
+
+    // Bodies the fast path takes (below MAX_PLAIN_BYTES): 2,000 of 30 strings of 255 characters.
+    const small = Buffer.concat([head, Buffer.from([0xdc, 0, 30]), ...Array.from({ length: 30 }, () => long), Buffer.from([1])]);
+    expect(decodeBinaryFrame(small)).toBeDefined();
+    const many = heapHeldBy(() => Array.from({ length: 2000 }, () => decodePayload(Buffer.from(small))));
+    expect((many.result as unknown[]).length).toBe(2000);
+    expect(many.held).toBeLessThan(5 * 2000 * small.length);
+  });
+});

@@ -227,6 +227,8 @@ let containersLeft = 0;
  * `plainValueEnd` then says where it ended.
  */
 export function readPlainValue(bytes: Uint8Array, at: number, end: number, limits: Readonly<DecodeLimits>): unknown {
+  // A larger body is none this side writes: msgpackr's to read, so this path's work per frame stays small.
+  if (end - at > MAX_PLAIN_BYTES) return NOT_PLAIN;
   src = bytes;
   srcEnd = end;
   position = at;
@@ -302,16 +304,26 @@ function u32(at: number): number {
   return src[at]! * 0x1000000 + ((src[at + 1]! << 16) | (src[at + 2]! << 8) | src[at + 3]!);
 }
 
+/** Text this long and longer is made in one step; shorter, a character at a time (V8 copies below 13). */
+const SHORT_TEXT = 12;
+
 /** `length` bytes of ASCII text (msgpackr's string for them); NOT_PLAIN for other bytes or past the end. */
 function readAscii(length: number): string | typeof NOT_PLAIN {
   const start = position;
   const stop = start + length;
   if (stop > srcEnd) return NOT_PLAIN;
   let text = '';
-  for (let i = start; i < stop; i++) {
-    const byte = src[i]!;
-    if (byte >= 0x80) return NOT_PLAIN;
-    text += String.fromCharCode(byte);
+  if (length <= SHORT_TEXT) {
+    for (let i = start; i < stop; i++) {
+      const byte = src[i]!;
+      if (byte >= 0x80) return NOT_PLAIN;
+      text += String.fromCharCode(byte);
+    }
+  } else {
+    // Longer text built by `+=` is a chain of cons strings, ~30 bytes of heap per character: a peer's frame of
+    // long strings held tens of times its size. One flat string instead, as msgpackr makes.
+    for (let i = start; i < stop; i++) if (src[i]! >= 0x80) return NOT_PLAIN;
+    text = String.fromCharCode.apply(null, src.subarray(start, stop) as unknown as number[]);
   }
   position = stop;
   return text;

@@ -355,6 +355,9 @@ describe('a plain body in any encoding a peer may write', () => {
           else if (direct !== undefined) {
             taken++;
             expectSame(direct, general);
+            // From a Uint8Array that is no Buffer (its text made another way), the same values.
+            const plainBytes = (_k: string, v: unknown) => (v instanceof Uint8Array ? [...v] : (v as { type?: string })?.type === 'Buffer' ? (v as { data: number[] }).data : v);
+            expect(JSON.stringify(decodeBinaryFrame(new Uint8Array(payload), 0, payload.length, undefined, limits), plainBytes)).toBe(JSON.stringify(direct, plainBytes));
             // Same own keys in the same order (toEqual ignores order), -0 and NaN kept.
             expect(JSON.stringify(direct, (_k, v: unknown) => (Object.is(v, -0) ? '-0' : Number.isNaN(v) ? 'NaN' : v))).toBe(
               JSON.stringify(general, (_k, v: unknown) => (Object.is(v, -0) ? '-0' : Number.isNaN(v) ? 'NaN' : v)),

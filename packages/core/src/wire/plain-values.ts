@@ -220,6 +220,8 @@ let srcEnd = 0;
 let position = 0;
 let maxDepth = 0;
 let containersLeft = 0;
+/** `src` is a Buffer (what receivers read frames from), whose latin1 decoder makes a long text. */
+let srcIsBuffer = false;
 
 /**
  * Reads a request's body at `at`, of the shapes `writePlainBody` writes (and fixmap, which other writers use for
@@ -230,6 +232,7 @@ export function readPlainValue(bytes: Uint8Array, at: number, end: number, limit
   // A larger body is none this side writes: msgpackr's to read, so this path's work per frame stays small.
   if (end - at > MAX_PLAIN_BYTES) return NOT_PLAIN;
   src = bytes;
+  srcIsBuffer = Buffer.isBuffer(bytes);
   srcEnd = end;
   position = at;
   // The message's own array holds the body (one level); it and the request's metadata map are two containers.
@@ -304,6 +307,9 @@ function u32(at: number): number {
   return src[at]! * 0x1000000 + ((src[at + 1]! << 16) | (src[at + 2]! << 8) | src[at + 3]!);
 }
 
+/** Buffer's own latin1 decoder, without `toString`'s argument handling (not in Node's typings). */
+type LatinSlicing = Buffer & { latin1Slice(start: number, end: number): string };
+
 /** Text this long and longer is made in one step; shorter, a character at a time (V8 copies below 13). */
 const SHORT_TEXT = 12;
 
@@ -323,7 +329,8 @@ function readAscii(length: number): string | typeof NOT_PLAIN {
     // Longer text built by `+=` is a chain of cons strings, ~30 bytes of heap per character: a peer's frame of
     // long strings held tens of times its size. One flat string instead, as msgpackr makes.
     for (let i = start; i < stop; i++) if (src[i]! >= 0x80) return NOT_PLAIN;
-    text = String.fromCharCode.apply(null, src.subarray(start, stop) as unknown as number[]);
+    // latin1Slice: ~0.2 µs for a 30-50 character string, a third of fromCharCode.apply's time (measured).
+    text = srcIsBuffer ? (src as LatinSlicing).latin1Slice(start, stop) : String.fromCharCode.apply(null, src.subarray(start, stop) as unknown as number[]);
   }
   position = stop;
   return text;

@@ -20,6 +20,7 @@ import { http2 } from '@agentlink/http2';
 import { loadNative, quic } from '@agentlink/quic';
 import { webSocket } from '@agentlink/ws';
 import { SHAPE_PAYLOAD, serveShapes, shapeClient } from './http2-shapes.js';
+import { measure } from './cpu-per-call.js';
 import { median } from './median.js';
 import { binaryRpcWs, msgpackRpcWs } from './msgpack-rpc-ws.js';
 import { rawQuicEcho, rawWsEcho, type Echo } from './raw-echoes.js';
@@ -50,16 +51,6 @@ interface Subject {
   echo: Echo;
   cpuUs: number[];
   wallUs: number[];
-}
-
-/** `calls` sequential calls: CPU µs and wall µs per call. */
-async function measure(call: () => Promise<void>, calls: number): Promise<{ cpuUs: number; wallUs: number }> {
-  const cpu = process.cpuUsage();
-  const started = performance.now();
-  for (let i = 0; i < calls; i++) await call();
-  const wallUs = ((performance.now() - started) * 1000) / calls;
-  const used = process.cpuUsage(cpu);
-  return { cpuUs: (used.user + used.system) / calls, wallUs };
 }
 
 const native = loadNative();

@@ -19,6 +19,7 @@ import { selfSignedCertificate } from '@agentlink/core/transport';
 import { http2 } from '@agentlink/http2';
 import { webSocket } from '@agentlink/ws';
 import { WebSocket, WebSocketServer } from 'ws';
+import { measure } from './cpu-per-call.js';
 import { median } from './median.js';
 
 const { values: args } = parseArgs({ options: { rounds: { type: 'string', default: '9' }, calls: { type: 'string', default: '3000' }, only: { type: 'string' }, shapes: { type: 'string', default: 'unary,stream' } } });
@@ -91,15 +92,6 @@ async function rawWsPair(): Promise<Pair> {
       https.close();
     },
   };
-}
-
-async function measure(call: () => Promise<void>, calls: number): Promise<{ cpuUs: number; wallUs: number }> {
-  const cpu = process.cpuUsage();
-  const started = performance.now();
-  for (let i = 0; i < calls; i++) await call();
-  const wallUs = ((performance.now() - started) * 1000) / calls;
-  const used = process.cpuUsage(cpu);
-  return { cpuUs: (used.user + used.system) / calls, wallUs };
 }
 
 const all: Array<{ name: string; open: () => Promise<Pair> }> = [

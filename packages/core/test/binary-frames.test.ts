@@ -1,21 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { Packr } from 'msgpackr';
+import { codecPackr as packr, expectFastReadAgrees, generalDecode, mutatedPayloads } from './wire-paths.js';
 import { decodeBinaryFrame, encodeBinaryFrame } from '../src/wire/binary-frames.js';
 import { decodePayload, encodeFrame, FRAME_HEADER_BYTES, unpackPayload } from '../src/wire/codec.js';
 import { MODES, PRIORITIES, messageToTuple, tupleToMessage, type WireMessage } from '../src/wire/messages.js';
-
-// The codec's own msgpackr settings: what a peer without the binary fast path writes and reads.
-const packr = new Packr({ useRecords: false, moreTypes: false, int64AsType: 'number', mapsAsObjects: true, encodeUndefinedAsNil: true });
-
-/** The general path: msgpackr after the shape check, then the hand-written validator; undefined where it refuses. */
-function generalDecode(payload: Buffer): WireMessage | undefined {
-  try {
-    return tupleToMessage(unpackPayload(payload));
-  } catch {
-    return undefined;
-  }
-}
 
 /** Equal messages; bodies compared as bytes (deep equality over 64 KiB buffers is slow), and of the same class. */
 function expectSame(actual: WireMessage | undefined, expected: WireMessage | undefined): void {
@@ -102,29 +90,12 @@ describe('binary call frames (written and read without msgpackr)', () => {
       fc.record({ ...requestFields, body: fc.uint8Array({ maxLength: 300 }).map((bytes) => Buffer.from(bytes)) }),
       fc.record({ type: fc.constantFrom('response' as const, 'item' as const), body: fc.uint8Array({ maxLength: 300 }).map((bytes) => Buffer.from(bytes)) }),
     );
-    const mutated = fc
-      .tuple(small, fc.nat(), fc.integer({ min: 0, max: 255 }), fc.constantFrom('flip', 'cut', 'append'))
-      .map(([message, where, byte, how]) => {
-        const payload = Buffer.from(encodeFrame(message).subarray(FRAME_HEADER_BYTES));
-        const at = where % payload.length;
-        if (how === 'cut') return payload.subarray(0, at);
-        if (how === 'append') return Buffer.concat([payload, Buffer.from([byte])]);
-        payload[at] = byte;
-        return payload;
-      });
+    const encoded = small.map((message) => Buffer.from(encodeFrame(message).subarray(FRAME_HEADER_BYTES)));
     fc.assert(
-      fc.property(mutated, fc.uint8Array({ maxLength: 8 }), fc.uint8Array({ minLength: 1, maxLength: 8 }), (payload, before, after) => {
-        // (the bodies here are short: large ones are the first property's)
-        const direct = decodeBinaryFrame(payload);
-        const general = generalDecode(payload);
-        if (direct !== undefined) expectSame(direct, general);
-        // Read in place, between other bytes (a receiver's chunk): the same verdict and value as the payload alone.
-        const inPlace = decodeBinaryFrame(Buffer.concat([before, payload, after]), before.length, before.length + payload.length);
-        if (direct === undefined) expect(inPlace).toBeUndefined();
-        else expectSame(inPlace, direct);
-        if (general === undefined) expect(() => decodePayload(payload)).toThrow(expect.objectContaining({ code: 'PROTOCOL_ERROR' }));
-        else expectSame(decodePayload(payload), general);
-      }),
+      // (the bodies here are short: large ones are the first property's)
+      fc.property(mutatedPayloads(encoded), fc.uint8Array({ maxLength: 8 }), fc.uint8Array({ minLength: 1, maxLength: 8 }), (payload, before, after) =>
+        expectFastReadAgrees(payload, before, after, expectSame),
+      ),
       { numRuns: 3000 },
     );
   });

@@ -169,6 +169,44 @@ describe('mux', () => {
     await expect(stream.read()).rejects.toMatchObject({ code: 'PROTOCOL_ERROR' });
   });
 
+  it('a peer announcing 16 MiB gets no piece above our own maxChunk; SETTINGS between the pieces of one write re-cut the rest, whole frames', async () => {
+    const sent: Buffer[] = [];
+    const pipe = { send: (m: Uint8Array) => void sent.push(Buffer.from(m)), bufferedAmount: 0, close: () => undefined };
+    const mux = new MuxedChannel({ kind: 'test', peer: Identity.generate().id, remoteAddress: 'memory', role: 'dialer', onStream: () => undefined, pipe, maxChunk: 256 * 1024, window: 8 * 1024 * 1024, highWaterMark: 64 * 1024 });
+    const settings = (features: number) => {
+      const frame = Buffer.alloc(9);
+      frame[0] = 6;
+      frame.writeUInt32BE(features, 1);
+      frame.writeUInt32BE(8 * 1024 * 1024, 5);
+      mux.receive(frame);
+    };
+    const data = () => sent.splice(0).filter((f) => (f[0]! & 0x3f) <= 1);
+    settings(featuresTaking(16 * 1024 * 1024));
+    const stream = await mux.openStream();
+    await stream.write(Buffer.alloc(1024 * 1024, 1));
+    expect(data().map((f) => f.length - 5)).toEqual([256 * 1024, 256 * 1024, 256 * 1024, 256 * 1024]);
+
+    // A pipe that fills: each piece of the next write waits for room, and the peer's SETTINGS change between them.
+    pipe.send = (m: Uint8Array) => {
+      sent.push(Buffer.from(m));
+      pipe.bufferedAmount += m.length;
+    };
+    const payload = Buffer.from(Array.from({ length: 700 * 1024 }, (_, i) => i % 251));
+    const written = stream.write(payload);
+    for (const features of [featuresTaking(64 * 1024), featuresTaking(16 * 1024 * 1024), 1, featuresTaking(16 * 1024 * 1024)]) {
+      settings(features);
+      pipe.bufferedAmount = 0;
+      mux.drained(); // room for one piece, cut by what is in force now
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await written;
+    const pieces = data();
+    // Every frame whole (header + body), each no larger than what was in force when it was cut, the bytes in order.
+    expect(pieces.map((f) => f.length - 5)).toEqual([256 * 1024, 64 * 1024, 256 * 1024, 64 * 1024, 60 * 1024]);
+    expect(pieces.every((f) => f.readUInt32BE(1) === pieces[0]!.readUInt32BE(1))).toBe(true);
+    expect(Buffer.concat(pieces.map((f) => f.subarray(5))).equals(payload)).toBe(true);
+  });
+
   it('sends pieces above 64 KiB only to a peer whose SETTINGS said it takes them, and no larger than it said', async () => {
     const sent: Buffer[] = [];
     const pipe = { send: (m: Uint8Array) => void sent.push(Buffer.from(m)), bufferedAmount: 0, close: () => undefined };

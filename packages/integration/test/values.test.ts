@@ -1,4 +1,4 @@
-import { AgentError } from '@agentlink/core';
+import { AgentError, type Interceptor } from '@agentlink/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { closeAgents, dialOnlyAgent, wsAgent } from './helpers.js';
 
@@ -63,5 +63,28 @@ describe('values a call carries, over real WebSocket channels', () => {
     expect(error.code).toBe('FRAME_TOO_LARGE');
     expect(error.message).toMatch(/response frame of \d+ bytes exceeds the 65536-byte limit/);
     expect(await client.send(peer, 'small', null)).toBe('ok');
+  });
+
+  // An inbound interceptor that turns a reply it has passed on into an error (an audit step) makes the held
+  // response go out before that error. A response that cannot be encoded threw out of onError there: the error
+  // was never sent and the caller waited for its deadline.
+  it('an interceptor failing a call whose response cannot be encoded: the caller hears the interceptor\'s error at once', async () => {
+    const audit: Interceptor = (next) => (call, handler) =>
+      next(call, {
+        ...handler,
+        onResponse: (body) => handler.onResponse?.(body),
+        onEnd: () => handler.onError(new AgentError('PERMISSION_DENIED', 'audit refused the reply')),
+        onError: (error) => handler.onError(error),
+      });
+    const server = await wsAgent({ inboundInterceptors: [audit] });
+    server.handle('now', () => ({ at: new Date(0) }));
+    server.handle('fine', () => 'ok');
+    const client = await dialOnlyAgent({ defaultTimeoutMs: 600_000 });
+    const peer = server.addresses[0]!;
+    const error = await agentErrorOf(client.send(peer, 'now', null));
+    expect([error.code, error.message]).toEqual(['PERMISSION_DENIED', 'audit refused the reply']);
+    // An encodable held response still goes out first (the order the reply's writer keeps): the caller has it.
+    expect(await client.send(peer, 'fine', null)).toBe('ok');
+    expect(await client.send(peer, 'now', null).catch((e: AgentError) => e.code)).toBe('PERMISSION_DENIED');
   });
 });

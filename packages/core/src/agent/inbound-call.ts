@@ -502,7 +502,17 @@ class ReplyWriter implements CallHandler {
     this.held = false;
     const body = this.heldBody;
     this.heldBody = undefined;
-    this.call.framed.send({ type: 'response', body }).catch(() => undefined);
+    let sent: Promise<void>;
+    try {
+      sent = this.call.framed.send({ type: 'response', body });
+    } catch (error) {
+      // The response cannot be encoded (a Date, past the frame limit): nothing was written. Before an error, that
+      // error is the reply (it threw out of onError, which then sent nothing: the caller waited for its deadline);
+      // before an item, the item's writer fails with it, and so the handler.
+      if (this.ended) return;
+      throw error;
+    }
+    sent.catch(() => undefined);
   }
 }
 

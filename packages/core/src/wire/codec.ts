@@ -21,13 +21,19 @@ const packr = new Packr({ useRecords: false, moreTypes: false, int64AsType: 'num
  * view of a buffer msgpackr never writes over again: later frames go after it, or into a new buffer.)
  */
 export function encodeFrame(message: WireMessage, maxFrameSize = DEFAULT_MAX_FRAME_SIZE): Buffer {
-  // A call with a binary body (most of a busy agent's frames) is written without msgpackr: binary-frames.ts.
-  let frame = encodeBinaryFrame(message);
+  let frame: Buffer | undefined;
+  try {
+    // A call with a binary body (most of a busy agent's frames) is written without msgpackr: binary-frames.ts.
+    // A plain body there runs the caller's getters and Proxy traps as msgpackr does: what they throw is refused alike.
+    frame = encodeBinaryFrame(message);
+  } catch (error) {
+    throw unencodable(message, error);
+  }
   if (frame === undefined) {
     try {
       frame = packr.pack(messageToTuple(message), RESERVE_START_SPACE | FRAME_HEADER_BYTES);
     } catch (error) {
-      throw new AgentError('INVALID_ARGUMENT', `cannot encode ${message.type}: ${(error as Error).message}`, { cause: error });
+      throw unencodable(message, error);
     }
     // The one extension msgpackr writes with these options is a timestamp (a Date): refused before it leaves.
     if (mayHoldTimestamp(frame)) refuseExtensions(message, frame);
@@ -38,6 +44,10 @@ export function encodeFrame(message: WireMessage, maxFrameSize = DEFAULT_MAX_FRA
   }
   frame.writeUInt32BE(payloadLength, 0);
   return frame;
+}
+
+function unencodable(message: WireMessage, error: unknown): AgentError {
+  return new AgentError('INVALID_ARGUMENT', `cannot encode ${message.type}: ${(error as Error)?.message ?? String(error)}`, { cause: error });
 }
 
 /**

@@ -32,6 +32,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { WebSocket, WebSocketServer } from 'ws';
 import { readAll, requestBurst, serveStreams } from './native-read.js';
+import { answerEcho } from './http2-echo.js';
 
 const { values: args, positionals } = parseArgs({
   allowPositionals: true,
@@ -145,15 +146,7 @@ async function serveRawHttp2(Identity: any): Promise<string> {
   h2.on('session', (session) => session.setLocalWindowSize(32 * 1024 * 1024));
   h2.on('stream', (stream: ServerHttp2Stream, headers) => {
     const url = new URL(headers[':path'] ?? '/', 'https://x');
-    if (url.pathname === '/echo') {
-      const parts: Buffer[] = [];
-      stream.on('data', (d: Buffer) => parts.push(d));
-      stream.on('end', () => {
-        stream.respond({ ':status': 200 });
-        stream.end(Buffer.concat(parts));
-      });
-      return;
-    }
+    if (url.pathname === '/echo') return answerEcho(stream);
     const count = Number(url.searchParams.get('count'));
     const token = Buffer.alloc(TOKEN_BYTES, 7);
     const marks = [now()];

@@ -15,6 +15,7 @@ import type { AddressInfo } from 'node:net';
 import { Identity } from '@agentlink/core';
 import { decodePayload, encodeFrame, selfSignedCertificate, type WireMessage } from '@agentlink/core/transport';
 import { Packr } from 'msgpackr';
+import { answerEcho } from './http2-echo.js';
 
 export const SHAPE_PAYLOAD = Buffer.alloc(1024, 1);
 const CALL_HEADERS = { ':method': 'POST', ':path': '/call' };
@@ -31,15 +32,7 @@ export async function serveShapes(): Promise<{ port: number; close(): void }> {
   const tls = selfSignedCertificate(Identity.generate());
   const server = createSecureServer({ key: tls.key, cert: tls.cert, minVersion: 'TLSv1.3', settings: { initialWindowSize: 8 << 20 } });
   server.on('stream', (stream, headers) => {
-    if (headers[':path'] === '/echo') {
-      const parts: Buffer[] = [];
-      stream.on('data', (d: Buffer) => parts.push(d));
-      stream.on('end', () => {
-        stream.respond({ ':status': 200 });
-        stream.end(Buffer.concat(parts));
-      });
-      return;
-    }
+    if (headers[':path'] === '/echo') return answerEcho(stream);
     if (headers[':path'] === '/codec') {
       stream.on('data', (d: Buffer) => {
         const request = decodePayload(payloadOf(d));

@@ -27,6 +27,15 @@ function pair(options: PairOptions = {}, listenerOptions: PairOptions = options)
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
 
+/** A peer's SETTINGS frame: its features (the stream-id field) and its per-stream window. */
+function settingsFrame(features: number, window: number): Buffer {
+  const frame = Buffer.alloc(9);
+  frame[0] = 6;
+  frame.writeUInt32BE(features, 1);
+  frame.writeUInt32BE(window, 5);
+  return frame;
+}
+
 describe('mux', () => {
   it('carries bytes both ways and half-closes each side independently', async () => {
     const { a, accepted } = pair();
@@ -173,13 +182,7 @@ describe('mux', () => {
     const sent: Buffer[] = [];
     const pipe = { send: (m: Uint8Array) => void sent.push(Buffer.from(m)), bufferedAmount: 0, close: () => undefined };
     const mux = new MuxedChannel({ kind: 'test', peer: Identity.generate().id, remoteAddress: 'memory', role: 'dialer', onStream: () => undefined, pipe, maxChunk: 256 * 1024, window: 8 * 1024 * 1024, highWaterMark: 64 * 1024 });
-    const settings = (features: number) => {
-      const frame = Buffer.alloc(9);
-      frame[0] = 6;
-      frame.writeUInt32BE(features, 1);
-      frame.writeUInt32BE(8 * 1024 * 1024, 5);
-      mux.receive(frame);
-    };
+    const settings = (features: number) => mux.receive(settingsFrame(features, 8 * 1024 * 1024));
     const data = () => sent.splice(0).filter((f) => (f[0]! & 0x3f) <= 1);
     settings(featuresTaking(16 * 1024 * 1024));
     const stream = await mux.openStream();
@@ -215,13 +218,7 @@ describe('mux', () => {
     expect(sent[0]![0]).toBe(6);
     expect(largestBodyOf(sent[0]!.readUInt32BE(1))).toBe(256 * 1024);
     const bodies = () => sent.splice(0).filter((f) => (f[0]! & 0x3f) <= 1).map((f) => f.length - 5);
-    const settings = (features: number) => {
-      const frame = Buffer.alloc(9);
-      frame[0] = 6;
-      frame.writeUInt32BE(features, 1);
-      frame.writeUInt32BE(4 * 1024 * 1024, 5);
-      mux.receive(frame);
-    };
+    const settings = (features: number) => mux.receive(settingsFrame(features, 4 * 1024 * 1024));
     const stream = await mux.openStream();
     // Before the peer's SETTINGS: the protocol's 64 KiB, which every peer takes.
     await stream.write(Buffer.alloc(200 * 1024));

@@ -1,5 +1,6 @@
 import type { AgentId } from '../identity/agent-id.js';
 import type { LazyAbort } from '../util/lazy-abort.js';
+import { setSignalDeadline } from '../util/signal-deadline.js';
 import type { Priority } from '../wire/messages.js';
 import type { CallContext } from './handlers.js';
 
@@ -24,7 +25,10 @@ export class InboundContext implements CallContext {
     this.#aborted = aborted;
   }
 
+  /** Marked with the call's deadline: a call made with it inherits the deadline (`signal-deadline.ts`). */
   get signal(): AbortSignal {
-    return this.#aborted.signal;
+    const signal = this.#aborted.signal;
+    if (this.deadline !== undefined) setSignalDeadline(signal, this.deadline);
+    return signal;
   }
 }

@@ -73,9 +73,9 @@ async function chain(channel: (listen: boolean) => Transport) {
       seen.ended();
     }
   });
-  orchestrator.handle('brief', async (_body: unknown, ctx) => {
+  orchestrator.handle('brief', async (body: { timeoutMs?: number } | null, ctx) => {
     watch(ctx, atOrchestrator).ended();
-    return orchestrator.send<string>(modelAddress, 'summarize', null, { signal: ctx.signal });
+    return orchestrator.send<string>(modelAddress, 'summarize', null, { signal: ctx.signal, timeoutMs: body?.timeoutMs });
   });
   return { user, address: orchestrator.addresses[0]!, atModel, atOrchestrator, firstToken };
 }
@@ -104,13 +104,19 @@ describe.each(CHANNELS)('a user → orchestrator → model chain over %s', (_nam
     expect(await user.send(address, 'brief', null, { timeoutMs: 5_000 })).toBe('short');
     expect(atOrchestrator[0]!.context!.deadline).toBe(Date.now() + 5_000);
     expect(atModel[0]!.context!.deadline).toBe(Date.now() + 5_000); // not the agent's default of 30 s
+    await user.send(address, 'brief', { timeoutMs: 1_000 }, { timeoutMs: 5_000 }); // a sooner one of its own is kept
+    expect(atModel[1]!.context!.deadline).toBe(Date.now() + 1_000);
+    await user.send(address, 'brief', { timeoutMs: 9_000 }, { timeoutMs: 5_000 }); // a later one is cut to the user's
+    expect(atModel[2]!.context!.deadline).toBe(Date.now() + 5_000);
+    atModel.length = 0;
+    atOrchestrator.length = 0;
 
     const tokens: string[] = [];
     const controller = new AbortController();
     const reading = read(user.stream<string>(address, 'relay', {}, { timeoutMs: 60_000, signal: controller.signal }), tokens);
     await firstToken.wait;
-    expect(atOrchestrator[1]!.context!.deadline).toBe(Date.now() + 60_000);
-    expect(atModel[1]!.context!.deadline).toBe(Date.now() + 60_000);
+    expect(atOrchestrator[0]!.context!.deadline).toBe(Date.now() + 60_000);
+    expect(atModel[0]!.context!.deadline).toBe(Date.now() + 60_000);
     controller.abort();
     expect((await reading)?.code).toBe('CANCELLED');
   });

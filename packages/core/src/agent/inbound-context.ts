@@ -12,6 +12,7 @@ import type { CallContext } from './handlers.js';
  */
 export class InboundContext implements CallContext {
   readonly #aborted: LazyAbort;
+  #marked = false;
 
   constructor(
     readonly peer: AgentId,
@@ -28,7 +29,10 @@ export class InboundContext implements CallContext {
   /** Marked with the call's deadline: a call made with it inherits the deadline (`signal-deadline.ts`). */
   get signal(): AbortSignal {
     const signal = this.#aborted.signal;
-    if (this.deadline !== undefined) setSignalDeadline(signal, this.deadline);
+    if (!this.#marked && this.deadline !== undefined) {
+      setSignalDeadline(signal, this.deadline); // once: handlers read `ctx.signal.aborted` per item
+      this.#marked = true;
+    }
     return signal;
   }
 }

@@ -108,6 +108,43 @@ export function describeFailureCases(target: ConformanceTarget): void {
       expect((await channel!.closed).code).toBe('UNAVAILABLE');
     });
 
+    // Agents in a chain (user → orchestrator → model), one hop in a process of its own, killed mid-stream: the
+    // failure crosses the other hop as a typed error, and nothing waits for the deadline.
+    it('a chain whose model process is killed mid-stream: the user, through the orchestrator, fails UNAVAILABLE', async () => {
+      const model = await peer();
+      const orchestrator = await agent({ channels: [factory(target.listenOptions)] });
+      installConformanceHandlers(orchestrator);
+      const user = await agent({ channels: [dialer()] });
+      let received = 0;
+      const relay = { to: model.address, method: 'tokens', body: { count: 1_000_000, delayMs: 10 } };
+      const consume = (async () => {
+        for await (const token of user.stream(orchestrator.addresses[0]!, 'relay', relay, { timeoutMs: UNREACHABLE_DEADLINE_MS })) {
+          expect(token).toBe(`token-${received}`);
+          if (++received === 5) model.child.kill('SIGKILL');
+        }
+      })();
+      expect((await rejection(consume)).code).toBe('UNAVAILABLE');
+    });
+
+    it("a chain whose orchestrator process is killed mid-stream: the model's handler stops, the user fails UNAVAILABLE", async () => {
+      const model = await agent({ channels: [factory(target.listenOptions)] });
+      const events = installConformanceHandlers(model);
+      const orchestrator = await peer();
+      const user = await agent({ channels: [dialer()] });
+      const finished = once(events, 'finally');
+      let received = 0;
+      const relay = { to: model.addresses[0]!, method: 'tokens', body: { count: 1_000_000, delayMs: 10 } };
+      const consume = (async () => {
+        for await (const _ of user.stream(orchestrator.address, 'relay', relay, { timeoutMs: UNREACHABLE_DEADLINE_MS })) {
+          if (++received === 5) orchestrator.child.kill('SIGKILL');
+        }
+      })();
+      expect((await rejection(consume)).code).toBe('UNAVAILABLE');
+      const [method, reason] = await finished; // the model's generator ran its finally: it stopped producing
+      expect(method).toBe('tokens');
+      expect((reason as AgentError).code).toBe('UNAVAILABLE');
+    });
+
     it('a peer restarted on its address with its key: the same caller\'s next call succeeds within a 1 s deadline', async () => {
       const keyFile = join(keyDir, `${target.name}-restart.key`);
       await saveIdentity(Identity.generate(), keyFile);

@@ -67,5 +67,9 @@ export function installConformanceHandlers(agent: Agent, events = new EventEmitt
     yield 'released';
   });
   agent.handle('call-back', (body: unknown, ctx) => agent.send(ctx.peer, 'echo', body));
+  // An orchestrator: streams from another agent and forwards the items, with the call's signal (chain cases).
+  agent.handleStream('relay', async function* (body: { to: string; method: string; body: unknown }, ctx) {
+    yield* agent.stream(body.to, body.method, body.body, { signal: ctx.signal });
+  });
   return events;
 }

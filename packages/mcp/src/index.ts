@@ -4,4 +4,4 @@ export { AgentlinkServerTransport, authInfoOf, serveMcp } from './server-transpo
 export type { McpServerLike, ServeMcpOptions } from './server-transport.js';
 export { MAX_UNSENT_MCP_BYTES, MAX_UNSENT_MCP_MESSAGES } from './limits.js';
 export { MAX_MCP_JSON_CONTAINERS, MAX_MCP_JSON_DEPTH } from './json-shape.js';
-export { MAX_MCP_REQUESTS_IN_FLIGHT, TOO_MANY_MCP_REQUESTS } from './requests-in-flight.js';
+export { MAX_MCP_REQUESTS_IN_FLIGHT, PeerRequests, TOO_MANY_MCP_REQUESTS } from './requests-in-flight.js';

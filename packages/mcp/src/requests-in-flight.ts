@@ -11,6 +11,31 @@ export const MAX_MCP_REQUESTS_IN_FLIGHT = 1024;
 /** The JSON-RPC error code of that answer (in the range JSON-RPC leaves to servers). */
 export const TOO_MANY_MCP_REQUESTS = -32029;
 
+/**
+ * Requests of each peer being worked on, over all its sessions with one server (`serveMcp`), including handlers
+ * still running after their session closed: the SDK aborts them then, but a tool that ignores its abort signal
+ * runs on, and a peer closing and opening sessions would otherwise start {@link MAX_MCP_REQUESTS_IN_FLIGHT} more
+ * each time.
+ */
+export class PeerRequests {
+  private readonly counts = new Map<string, number>();
+
+  of(peer: string): number {
+    return this.counts.get(peer) ?? 0;
+  }
+
+  add(peer: string, delta: number): void {
+    const count = this.of(peer) + delta;
+    if (count > 0) this.counts.set(peer, count);
+    else this.counts.delete(peer);
+  }
+
+  /** Peers with a request being worked on (for tests). */
+  get size(): number {
+    return this.counts.size;
+  }
+}
+
 interface Requests {
   /** Admitted and not yet given back. */
   admitted: number;
@@ -30,19 +55,45 @@ export class RequestsInFlight {
   private readonly requests = new Map<RequestId, Requests>();
   private total = 0;
   private watching = false;
+  private closed = false;
+
+  /** With `shared`, the session's requests count as `peer`'s too, and the bound holds over all its sessions. */
+  constructor(private readonly shared?: { peers: PeerRequests; peer: string }) {}
 
   get size(): number {
     return this.total;
   }
 
-  /** A request read from the client: false when MAX_MCP_REQUESTS_IN_FLIGHT are being worked on already. */
+  /**
+   * A request read from the client: false when MAX_MCP_REQUESTS_IN_FLIGHT are being worked on already, in this
+   * session or, with `shared`, in all the peer's sessions (handlers of closed ones that run on included).
+   */
   admit(id: RequestId): boolean {
-    if (this.total >= MAX_MCP_REQUESTS_IN_FLIGHT) return false;
+    if (this.closed || this.total >= MAX_MCP_REQUESTS_IN_FLIGHT) return false;
+    if (this.shared && this.shared.peers.of(this.shared.peer) >= MAX_MCP_REQUESTS_IN_FLIGHT) return false;
     const entry = this.requests.get(id);
     if (entry) entry.admitted++;
     else this.requests.set(id, { admitted: 1, running: 0, cancelledRunning: 0 });
-    this.total++;
+    this.count(1);
     return true;
+  }
+
+  /**
+   * The session closed: nothing will be answered or cancelled any more. A request whose handler runs (watched)
+   * keeps its slot until that handler returns — the SDK aborted it, but a tool may ignore that; the rest are free.
+   */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const [id, entry] of this.requests) {
+      const running = this.watching ? entry.running : 0;
+      this.count(running - entry.admitted);
+      if (running === 0) this.requests.delete(id);
+      else {
+        entry.admitted = running;
+        entry.cancelledRunning = running;
+      }
+    }
   }
 
   /** The request `id` was answered (the SDK answers once its handler returned). */
@@ -80,11 +131,16 @@ export class RequestsInFlight {
     }
   }
 
+  private count(delta: number): void {
+    this.total += delta;
+    if (this.shared && delta !== 0) this.shared.peers.add(this.shared.peer, delta);
+  }
+
   private release(id: RequestId): void {
     const entry = this.requests.get(id);
     if (!entry) return;
     entry.admitted--;
-    this.total--;
+    this.count(-1);
     if (entry.admitted === 0) this.requests.delete(id);
     else {
       entry.running = Math.min(entry.running, entry.admitted);
@@ -95,7 +151,7 @@ export class RequestsInFlight {
 
 /** The answer to a request refused because too many are in flight. */
 export function tooManyRequests(id: RequestId): JSONRPCMessage {
-  return { jsonrpc: '2.0', id, error: { code: TOO_MANY_MCP_REQUESTS, message: `more than ${MAX_MCP_REQUESTS_IN_FLIGHT} requests in flight` } };
+  return { jsonrpc: '2.0', id, error: { code: TOO_MANY_MCP_REQUESTS, message: `more than ${MAX_MCP_REQUESTS_IN_FLIGHT} requests in flight (this session's, or the peer's in all its sessions)` } };
 }
 
 /** A request: it has a method and an id (a notification has no id). */

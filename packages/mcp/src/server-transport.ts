@@ -6,7 +6,7 @@ import { DEFAULT_MCP_METHOD } from './client-transport.js';
 import { watchRequestHandlers } from './handler-watch.js';
 import { encodeMessage, isResponse, readMessages } from './json-rpc.js';
 import { MAX_UNSENT_MCP_BYTES, MAX_UNSENT_MCP_MESSAGES } from './limits.js';
-import { cancelledIdOf, MAX_MCP_REQUESTS_IN_FLIGHT, RequestsInFlight, requestIdOf, tooManyRequests } from './requests-in-flight.js';
+import { cancelledIdOf, MAX_MCP_REQUESTS_IN_FLIGHT, PeerRequests, RequestsInFlight, requestIdOf, tooManyRequests } from './requests-in-flight.js';
 
 /** What the SDK's `Server` and `McpServer` both offer: connecting one transport. */
 export interface McpServerLike {
@@ -49,13 +49,19 @@ export class AgentlinkServerTransport implements Transport {
   private roomForReading: (() => void) | undefined;
   private closed = false;
   private readonly extra: MessageExtraInfo;
-  private readonly inFlight = new RequestsInFlight();
+  private readonly inFlight: RequestsInFlight;
 
+  /**
+   * `peers`, shared by the sessions of one server (`serveMcp` does this), bounds the caller's requests over all its
+   * sessions, counting the handlers of closed sessions that run on (a tool that ignores its abort signal).
+   */
   constructor(
     private readonly incoming: AsyncIterable<string>,
     context: CallContext,
+    peers?: PeerRequests,
   ) {
     this.extra = { authInfo: authInfoOf(context) };
+    this.inFlight = new RequestsInFlight(peers && { peers, peer: context.peer });
   }
 
   async start(): Promise<void> {
@@ -99,6 +105,7 @@ export class AgentlinkServerTransport implements Transport {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.inFlight.close();
     this.wakeWriter();
     this.wakeReader();
     this.onclose?.();
@@ -179,8 +186,9 @@ export class AgentlinkServerTransport implements Transport {
  * AgentId reaches every request handler as `extra.authInfo.clientId`.
  */
 export function serveMcp(agent: Agent, createServer: (context: CallContext) => McpServerLike | Promise<McpServerLike>, options: ServeMcpOptions = {}): void {
+  const peers = new PeerRequests(); // each caller's requests over all its sessions (MAX_MCP_REQUESTS_IN_FLIGHT)
   agent.handleDuplex<string, string>(options.method ?? DEFAULT_MCP_METHOD, async function* (incoming, context) {
-    const transport = new AgentlinkServerTransport(incoming, context);
+    const transport = new AgentlinkServerTransport(incoming, context, peers);
     const server = await createServer(context);
     transport.watchHandlersOf(server);
     await server.connect(transport);

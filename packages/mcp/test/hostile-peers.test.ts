@@ -265,6 +265,66 @@ describe('MCP requests cancelled while their tool runs on (ws, loopback)', () =>
   });
 });
 
+describe('MCP tools that outlive their session (ws, loopback)', () => {
+  it("a tool that ignores its abort keeps its peer's slot after the session closed: the peer's next session gets no more until it returns", async () => {
+    const server = await createAgent({ channels: [webSocket({ port: 0, host: '127.0.0.1' })] });
+    const caller = await createAgent({ channels: [webSocket()] });
+    const other = await createAgent({ channels: [webSocket()] });
+    let running = 0;
+    const allRunning = new EventEmitter();
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    serveMcp(server, () => {
+      const mcp = new McpServer({ name: 'stubborn', version: '1.0.0' });
+      mcp.registerTool('stubborn', { description: 'ignores its abort signal' }, async () => {
+        if (++running === MAX_MCP_REQUESTS_IN_FLIGHT) allRunning.emit('full');
+        await gate;
+        running--;
+        return { content: [] };
+      });
+      return mcp;
+    });
+    const initialize = { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'reopener', version: '1' } };
+    /** A new session of `agent`: its answer to initialize, and the session. */
+    const open = async (agent: Agent) => {
+      const call = agent.duplex<string, string>(server.addresses[0]!, 'mcp');
+      const replies = call[Symbol.asyncIterator]();
+      await call.send(JSON.stringify({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: initialize }));
+      return { call, replies, answer: JSON.parse((await replies.next()).value as string) as { id: unknown; error?: { code: number } } };
+    };
+    try {
+      const first = await open(caller);
+      expect(first.answer).toMatchObject({ id: 'init', result: expect.anything() });
+      await first.call.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      const full = once(allRunning, 'full');
+      for (let n = 1; n <= MAX_MCP_REQUESTS_IN_FLIGHT; n++) {
+        await first.call.send(JSON.stringify({ jsonrpc: '2.0', id: n, method: 'tools/call', params: { name: 'stubborn', arguments: {} } }));
+      }
+      await full;
+      first.call.abort(); // the session ends; the SDK aborts the tools, which run on
+
+      // Before: a new session of the same peer started afresh, and could start 1,024 more such tools each time.
+      const second = await open(caller);
+      expect(second.answer).toMatchObject({ id: 'init', error: { code: TOO_MANY_MCP_REQUESTS } });
+      second.call.abort();
+      const another = await open(other); // another peer's requests are its own
+      expect(another.answer).toMatchObject({ id: 'init', result: expect.anything() });
+      another.call.abort();
+      expect(running).toBe(MAX_MCP_REQUESTS_IN_FLIGHT);
+
+      release(); // the tools return: the peer's slots are free
+      await expect.poll(() => running).toBe(0);
+      const third = await open(caller);
+      expect(third.answer).toMatchObject({ id: 'init', result: expect.anything() });
+      third.call.abort();
+    } finally {
+      release();
+      await Promise.all([caller.close(), other.close()]);
+      await server.close();
+    }
+  });
+});
+
 describe('MCP requests in flight on the client', () => {
   it('a server asking for sampling that never ends, over and over: the client works on at most the bound, the rest are answered at once', async () => {
     const server = await createAgent({ channels: [webSocket({ port: 0, host: '127.0.0.1' })] });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { watchRequestHandlers } from '../src/handler-watch.js';
-import { RequestsInFlight } from '../src/requests-in-flight.js';
+import { MAX_MCP_REQUESTS_IN_FLIGHT, PeerRequests, RequestsInFlight } from '../src/requests-in-flight.js';
 
 describe('requests in flight', () => {
   it('unwatched, a cancel frees the slot at once; watched, once the handler of that id returned', () => {
@@ -36,5 +36,29 @@ describe('requests in flight', () => {
     const fallback = table.get('unknown') as (request: { id: number }, extra: unknown) => unknown;
     expect(() => fallback({ id: 8 }, {})).toThrow('no such method');
     expect(events).toEqual(['started 7', 'ended 7', 'started 8', 'ended 8']);
+  });
+
+  it("a closed session's running handlers keep their peer's slots until they return; the rest are freed", () => {
+    const peers = new PeerRequests();
+    const first = new RequestsInFlight({ peers, peer: 'a' });
+    first.watchHandlers();
+    for (let id = 0; id < MAX_MCP_REQUESTS_IN_FLIGHT; id++) first.admit(id);
+    for (let id = 0; id < MAX_MCP_REQUESTS_IN_FLIGHT - 1; id++) first.started(id); // the last never started
+    expect(peers.of('a')).toBe(MAX_MCP_REQUESTS_IN_FLIGHT);
+    first.close();
+    expect(first.admit('late')).toBe(false); // a closed session takes nothing
+    expect(peers.of('a')).toBe(MAX_MCP_REQUESTS_IN_FLIGHT - 1);
+
+    const second = new RequestsInFlight({ peers, peer: 'a' });
+    expect(second.admit('x')).toBe(true); // the one that never started was freed
+    expect(second.admit('y')).toBe(false); // the handlers of the closed session run on: the peer is at the bound
+    expect(new RequestsInFlight({ peers, peer: 'b' }).admit('y')).toBe(true); // another peer counts its own
+    first.ended(0);
+    expect(second.admit('y')).toBe(true);
+    second.settled('x');
+    second.settled('y');
+    for (let id = 1; id < MAX_MCP_REQUESTS_IN_FLIGHT - 1; id++) first.ended(id);
+    expect(peers.of('a')).toBe(0);
+    expect(first.size).toBe(0);
   });
 });

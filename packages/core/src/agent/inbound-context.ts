@@ -1,5 +1,6 @@
 import type { AgentId } from '../identity/agent-id.js';
 import type { LazyAbort } from '../util/lazy-abort.js';
+import { setSignalDeadline } from '../util/signal-deadline.js';
 import type { Priority } from '../wire/messages.js';
 import type { CallContext } from './handlers.js';
 
@@ -11,6 +12,7 @@ import type { CallContext } from './handlers.js';
  */
 export class InboundContext implements CallContext {
   readonly #aborted: LazyAbort;
+  #marked = false;
 
   constructor(
     readonly peer: AgentId,
@@ -24,7 +26,13 @@ export class InboundContext implements CallContext {
     this.#aborted = aborted;
   }
 
+  /** Marked with the call's deadline: a call made with it inherits the deadline (`signal-deadline.ts`). */
   get signal(): AbortSignal {
-    return this.#aborted.signal;
+    const signal = this.#aborted.signal;
+    if (!this.#marked && this.deadline !== undefined) {
+      setSignalDeadline(signal, this.deadline); // once: handlers read `ctx.signal.aborted` per item
+      this.#marked = true;
+    }
+    return signal;
   }
 }

@@ -3,15 +3,22 @@ import { AgentError } from '../errors.js';
 import type { AgentId } from '../identity/agent-id.js';
 import { abortReason } from '../util/abort.js';
 import { LazyAbort } from '../util/lazy-abort.js';
+import { signalDeadline } from '../util/signal-deadline.js';
 import { deadlineTimer } from '../util/timer.js';
 import type { CallMode, Priority } from '../wire/messages.js';
 import type { CallControl, CallHandler, CallInfo } from './interceptor.js';
 
 /** Options of one call ({@link Agent.send}, {@link Agent.stream}): deadline, cancellation, priority. */
 export interface CallOptions {
-  /** Aborting it cancels the call on both sides (the remote handler's `ctx.signal` aborts too). */
+  /**
+   * Aborting it cancels the call on both sides (the remote handler's `ctx.signal` aborts too). A handler's own
+   * `ctx.signal` also brings that call's deadline: the call ends by it at the latest, and the next agent sees it.
+   */
   signal?: AbortSignal;
-  /** Deadline relative to now, in milliseconds; it travels to the handler. Infinity = none. */
+  /**
+   * Deadline relative to now, in milliseconds; it travels to the handler. Infinity = none. With a handler's
+   * `ctx.signal` as `signal`, the earlier of this and that handler's deadline.
+   */
   timeoutMs?: number;
   /** Order among calls waiting for a channel, and on a shared pipe (default `normal`). */
   priority?: Priority;
@@ -68,7 +75,7 @@ export class OutboundCall implements CallInfo {
     this.priority = options.priority ?? 'normal';
     this.metadata = options.metadata ?? EMPTY;
     this.idempotent = options.idempotent ?? false;
-    const timeoutMs = options.timeoutMs ?? defaultTimeoutMs;
+    const timeoutMs = withinInheritedDeadline(options.timeoutMs ?? defaultTimeoutMs, options.signal);
     if (timeoutMs !== undefined && timeoutMs !== Number.POSITIVE_INFINITY) {
       if (!Number.isFinite(timeoutMs) || timeoutMs < 0) {
         throw new AgentError('INVALID_ARGUMENT', `timeoutMs must be a non-negative number or Infinity, got ${timeoutMs}`);
@@ -146,6 +153,19 @@ export class OutboundCall implements CallInfo {
   private readonly onUserAbort = (): void => {
     if (this.options.signal) this.abort(abortReason(this.options.signal));
   };
+}
+
+/**
+ * A call made with a handler's `ctx.signal` ends by that handler's deadline at the latest (a chain of agents: the
+ * user's deadline reaches the model through the orchestrator, as its `ctx.deadline`). An invalid `timeoutMs` is
+ * left as given, for the constructor's check.
+ */
+function withinInheritedDeadline(timeoutMs: number | undefined, signal: AbortSignal | undefined): number | undefined {
+  const inherited = signal === undefined ? undefined : signalDeadline(signal);
+  if (inherited === undefined) return timeoutMs;
+  const remaining = Math.max(0, inherited - Date.now());
+  if (timeoutMs === undefined || timeoutMs === Number.POSITIVE_INFINITY) return remaining;
+  return Number.isFinite(timeoutMs) && timeoutMs >= 0 ? Math.min(timeoutMs, remaining) : timeoutMs;
 }
 
 const EMPTY: Readonly<Record<string, string>> = Object.freeze({});

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import { Identity, type AgentId } from '@agentlink/core';
+import { CallMetrics, Identity, type AgentError, type AgentId } from '@agentlink/core';
 import { signRecord, type PeerRecord } from '@agentlink/nat';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { connectRedis, type Rendezvous } from '../src/index.js';
@@ -95,6 +95,55 @@ describe('three rendezvous instances sharing Redis', () => {
       thirdParty.socket.close();
       own.socket.close();
     }
+  });
+
+  /** `count` punch requests towards `target` from a client at `ip`, registered once, asked through each of `instances` at once. */
+  async function punchesThrough(instances: Rendezvous[], target: AgentId, ip: string, count: number): Promise<string[]> {
+    const stranger = await wsClient(ip);
+    await stranger.send(instances[0]!.address, 'rdv.register', signRecord(stranger.identity, recordOf(stranger.identity, { candidates: [`quic://${ip}:9`] })));
+    return (
+      await Promise.all(
+        instances.map((r) =>
+          Promise.all(Array.from({ length: count }, () => stranger.send(r.address, 'rdv.punch', { target }).then(() => 'ok', (e: AgentError) => e.code))),
+        ),
+      )
+    ).flat();
+  }
+
+  it("punches towards one agent are counted across the cluster: asking every instance does not multiply the agent's rate", async () => {
+    // Each address's share lifted above its asks: this is about the target's rate (5/s, burst 10).
+    const instances = await cluster({ punchesPerSecondPerTarget: 5, punchesPerSecondPerTargetPerIp: 100 });
+    const served = new CallMetrics();
+    const victim = await reachableAgent(instances[1], {}, { inboundInterceptors: [served.inboundInterceptor] });
+    const started = performance.now();
+    const outcomes = (await Promise.all(['127.0.0.3', '127.0.0.4'].map((ip) => punchesThrough(instances, victim.agent.id, ip, 20)))).flat();
+    const seconds = (performance.now() - started) / 1000;
+    const forwarded = outcomes.filter((x) => x === 'ok').length;
+    // The burst and what refilled meanwhile, whichever instance was asked; counted per instance (until
+    // 2026-11-24) each of the three forwarded its own burst: 30 of the 120 at once.
+    expect(forwarded).toBeGreaterThanOrEqual(10);
+    expect(forwarded).toBeLessThanOrEqual(10 + Math.ceil(5 * seconds));
+    expect(outcomes.filter((x) => x === 'RESOURCE_EXHAUSTED')).toHaveLength(120 - forwarded);
+    expect(served.snapshot().served.methods['nat.punch']?.count).toBe(forwarded);
+    // The instance holding the victim counted them all.
+    expect(await metric(instances[1], 'rendezvous_punches_total')).toBe(forwarded);
+  });
+
+  it("one address's share of an agent's punch rate is one across the cluster", async () => {
+    const instances = await cluster({ punchesPerSecondPerTarget: 50, punchesPerSecondPerTargetPerIp: 1 });
+    const served = new CallMetrics();
+    const victim = await reachableAgent(instances[1], {}, { inboundInterceptors: [served.inboundInterceptor] });
+    const started = performance.now();
+    const outcomes = await punchesThrough(instances, victim.agent.id, '127.0.0.3', 10);
+    const seconds = (performance.now() - started) / 1000;
+    const forwarded = outcomes.filter((x) => x === 'ok').length;
+    // Its share's burst (2 × 1) and what refilled meanwhile; per instance (until 2026-11-24) it had 6 at once.
+    expect(forwarded).toBeGreaterThanOrEqual(2);
+    expect(forwarded).toBeLessThanOrEqual(2 + Math.ceil(seconds));
+    expect(outcomes.filter((x) => x === 'RESOURCE_EXHAUSTED')).toHaveLength(30 - forwarded);
+    expect(served.snapshot().served.methods['nat.punch']?.count).toBe(forwarded);
+    // Another address still gets its punch through, from any instance.
+    expect(await punchesThrough([instances[2]], victim.agent.id, '127.0.0.4', 1)).toEqual(['ok']);
   });
 
   it('a punch from an instance of before (no seenAt in its message) is still carried out, as before: dialling the record', async () => {

@@ -218,6 +218,31 @@ describe('three rendezvous instances sharing Redis', () => {
     expect(await c1.agent.send(onDoomed[0]!.agent.id, 'echo', 'moved')).toBe('moved');
   });
 
+  it('instances replaced one after another (a new key each deploy): agents forget the gone ones, learn the new, fail over and relay there', async () => {
+    // An agent keeps 16 rendezvous addresses at most. Kept for good (until 2026-11-24), fifteen replaced instances
+    // filled the places: the agent learned no new instance, registered nowhere once its own stopped, and a relay
+    // towards an agent of a new instance was opened at the wrong one (UNAVAILABLE).
+    const r1 = await rendezvous({ redisUrl: redis.url, redisPrefix: `c${randomUUID()}:` });
+    const start = (): Promise<Rendezvous> => rendezvous({ redisUrl: redis.url, redisPrefix: r1.config.redisPrefix });
+    const a = await reachableAgent(r1, { paths: ['relay'], heartbeatMs: 30_000 });
+    for (let i = 0; i < 15; i++) {
+      const replaced = await start();
+      await a.nat.register(); // at r1, whose rdv.info lists the instance of the moment
+      await replaced.close();
+    }
+    const latest = await start();
+    const b = await reachableAgent(latest, { paths: ['relay'], heartbeatMs: 30_000 });
+    b.agent.handle('echo', (x: unknown) => x);
+    await a.nat.register();
+    expect(await a.agent.send(b.agent.id, 'echo', 'relayed at the new instance')).toBe('relayed at the new instance');
+    expect(await metric(latest, 'rendezvous_relay_bytes_total')).toBeGreaterThan(0);
+    // A's own instance stops: its next registration goes to the one live instance it learned.
+    await r1.close();
+    await a.nat.register();
+    expect(a.nat.registeredWith).toBe(latest.agent.id);
+    expect((await latest.registry.get(a.agent.id))?.instance).toBe(latest.agent.id);
+  });
+
   it('Redis restarted empty: the registry refills from heartbeats, /healthz says down meanwhile', async () => {
     const heartbeatMs = 400;
     const [r1, r2] = await cluster();

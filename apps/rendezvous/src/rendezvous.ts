@@ -7,6 +7,7 @@ import { DEFAULT_CONFIG, checkConfig, listenerLimits, type RendezvousConfig } fr
 import { PerIpRate, clientOf, clientOfIp, ipOf } from './ip-limits.js';
 import { silentLogger, type Logger } from './log.js';
 import { ClusterBus, type ClusterRequest } from './cluster-bus.js';
+import { listenError } from './listen-error.js';
 import { connectRedis, type RedisConnection } from './redis-connection.js';
 import { RedisRegistry } from './redis-registry.js';
 import { MemoryRegistry, type RegistryStore, type StoredRecord } from './registry.js';
@@ -97,7 +98,7 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     });
   } catch (error) {
     await redis?.close();
-    throw error;
+    throw listenError('the wss port (--port)', config.host, config.port, error);
   }
   const stunRate = new PerIpRate(config.stunRequestsPerSecondPerIp);
   const started = await Promise.allSettled(
@@ -105,13 +106,13 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
       startStunServer({ host: config.host, port, rate: stunRate, onDatagram: (outcome, received, sent) => metrics.stunDatagram(outcome, received, sent) }),
     ),
   );
-  const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-  if (failed) {
+  const failed = started.findIndex((s) => s.status === 'rejected');
+  if (failed !== -1) {
     // A STUN port that cannot be bound (e.g. in use) stops the start without leaving the other ports open.
     await Promise.all(started.map((s) => (s.status === 'fulfilled' ? s.value.close() : undefined)));
     await agent.close();
     await redis?.close();
-    throw failed.reason;
+    throw listenError('the STUN port (--stun-ports)', config.host, config.stunPorts[failed]!, (started[failed] as PromiseRejectedResult).reason);
   }
   const stun = started.map((s) => (s as PromiseFulfilledResult<StunServer>).value);
 
@@ -339,7 +340,24 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
         response.writeHead(404).end();
       }
     });
-    await new Promise<void>((resolve) => http!.listen(config.httpPort, config.host, resolve));
+    const server = http;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(config.httpPort, config.host, () => {
+          server.off('error', reject);
+          resolve();
+        });
+      });
+    } catch (error) {
+      // As a STUN port that cannot be bound: nothing is left open.
+      clearInterval(sweeper);
+      await Promise.all(stun.map((s) => s.close()));
+      await agent.close();
+      await registry.close();
+      await redis?.close();
+      throw listenError('the HTTP port (--http-port)', config.host, config.httpPort, error);
+    }
   }
   const httpPort = http ? (http.address() as { port: number }).port : undefined;
   await bus?.start();

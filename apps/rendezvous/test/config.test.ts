@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { createSocket } from 'node:dgram';
 import { once } from 'node:events';
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,6 +14,15 @@ import { startRendezvous } from '../src/index.js';
 import { cleanup } from './helpers.js';
 
 afterEach(cleanup);
+
+/** A UDP port the OS just handed out (free again when this resolves). */
+async function freeUdpPort(): Promise<number> {
+  const socket = createSocket('udp4');
+  await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
+  const { port } = socket.address();
+  await new Promise<void>((resolve) => socket.close(resolve));
+  return port;
+}
 
 function thrown(run: () => unknown): AgentError {
   try {
@@ -61,12 +71,56 @@ describe('rendezvous configuration', () => {
     await expect(startRendezvous({ maxConnectionsPerIp: -1 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/maxConnectionsPerIp/) });
   });
 
-  it('a STUN port in use stops the start with the error (the ports already bound are closed again)', async () => {
+  it('a STUN port in use stops the start with UNAVAILABLE naming it (the ports already bound are closed again)', async () => {
     const taken = createSocket('udp4');
     await new Promise<void>((resolve) => taken.bind(0, '127.0.0.1', resolve));
     const port = taken.address().port;
-    await expect(startRendezvous({ host: '127.0.0.1', port: 0, httpPort: -1, stunPorts: [0, port] })).rejects.toMatchObject({ code: 'EADDRINUSE' });
+    await expect(startRendezvous({ host: '127.0.0.1', port: 0, httpPort: -1, stunPorts: [0, port] })).rejects.toMatchObject({
+      code: 'UNAVAILABLE',
+      message: `the STUN port (--stun-ports) 127.0.0.1:${port} is in use (another rendezvous, or the previous one still stopping)`,
+    });
     taken.close();
+  });
+
+  it('a wss or HTTP port in use stops the start with UNAVAILABLE naming it, and leaves nothing open', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = (taken.address() as AddressInfo).port;
+    try {
+      await expect(startRendezvous({ host: '127.0.0.1', port, httpPort: -1, stunPorts: [0, 0] })).rejects.toMatchObject({
+        code: 'UNAVAILABLE',
+        message: `the wss port (--port) 127.0.0.1:${port} is in use (another rendezvous, or the previous one still stopping)`,
+      });
+      // Before 2026-11-24 an HTTP port in use was an unhandled 'error' event: the process died, whoever started it.
+      const stunPort = await freeUdpPort();
+      await expect(startRendezvous({ host: '127.0.0.1', port: 0, httpPort: port, stunPorts: [stunPort, 0] })).rejects.toMatchObject({
+        code: 'UNAVAILABLE',
+        message: `the HTTP port (--http-port) 127.0.0.1:${port} is in use (another rendezvous, or the previous one still stopping)`,
+      });
+      // The STUN port it had bound was closed again: a start on it succeeds.
+      const r = await startRendezvous({ host: '127.0.0.1', port: 0, httpPort: -1, stunPorts: [stunPort, 0] });
+      await r.close();
+    } finally {
+      taken.close();
+    }
+  });
+
+  it('the process says a port in use in one line and exits 1 (a supervisor may start it again)', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = (taken.address() as AddressInfo).port;
+    try {
+      const main = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+      const args = ['--conditions=source', '--import', 'tsx', main, '--host', '127.0.0.1', '--port', '0', '--stun-ports', '0,0', '--http-port', String(port)];
+      const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+      let stderr = '';
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      const [code] = (await once(child, 'exit')) as [number];
+      expect(stderr.trim()).toBe(`agentlink-rendezvous: the HTTP port (--http-port) 127.0.0.1:${port} is in use (another rendezvous, or the previous one still stopping)`);
+      expect(code).toBe(1);
+    } finally {
+      taken.close();
+    }
   });
 
   it("gives the wss listener core's ListenerLimits from its settings", () => {

@@ -50,9 +50,10 @@ describe('rendezvous configuration', () => {
     expect(configFrom(['--redis-url', 'redis://valkey:6379', '--redis-prefix', 'eu:'], {})).toMatchObject({ redisUrl: 'redis://valkey:6379', redisPrefix: 'eu:' });
     expect(configFrom([], { RENDEZVOUS_REDIS_URL: 'rediss://valkey:6380' }).redisUrl).toBe('rediss://valkey:6380');
     for (const bad of ['http://valkey:6379', 'valkey:6379x', 'not a url']) {
-      expect(thrown(() => configFrom(['--redis-url', bad], {}))).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^redisUrl must be a redis/) });
+      expect(thrown(() => configFrom(['--redis-url', bad], {}))).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^--redis-url must be a redis/) });
     }
-    expect(thrown(() => configFrom(['--redis-prefix', 'x'.repeat(65)], {})).message).toMatch(/redisPrefix/);
+    expect(thrown(() => configFrom([], { RENDEZVOUS_REDIS_URL: 'valkey:6379' })).message).toMatch(/^RENDEZVOUS_REDIS_URL must be a redis/);
+    expect(thrown(() => configFrom(['--redis-prefix', 'x'.repeat(65)], {})).message).toMatch(/^--redis-prefix must be a string of at most 64/);
     // A Redis that does not answer stops the start with UNAVAILABLE, leaving nothing open.
     await expect(startRendezvous({ host: '127.0.0.1', port: 0, stunPorts: [0, 0], httpPort: -1, redisUrl: 'redis://127.0.0.1:1' })).rejects.toMatchObject({ code: 'UNAVAILABLE' });
   });
@@ -60,9 +61,13 @@ describe('rendezvous configuration', () => {
   it('refuses non-integers, out-of-range ports, unknown flags and non-positive limits', () => {
     expect(thrown(() => configFrom(['--port', '44x'], {})).message).toMatch(/--port must be an integer/);
     expect(thrown(() => configFrom(['--port', ''], {})).message).toMatch(/--port must be an integer/);
-    expect(thrown(() => configFrom(['--port', '65536'], {})).message).toMatch(/port must be 0-65535/);
+    // The setting is named as the operator gave it (until 2026-11-24, as code names it: `maxRegistrations`).
+    expect(thrown(() => configFrom(['--port', '65536'], {})).message).toBe('--port must be 0-65535, got 65536');
+    expect(thrown(() => configFrom([], { RENDEZVOUS_HTTP_PORT: '70000' })).message).toBe('RENDEZVOUS_HTTP_PORT must be 0-65535 or -1 (off), got 70000');
+    expect(thrown(() => configFrom(['--max-registrations', '0'], {})).message).toBe('--max-registrations must be a positive integer, got 0');
+    expect(thrown(() => configFrom([], { RENDEZVOUS_RELAY_BYTES_PER_SECOND: '0' })).message).toMatch(/^RENDEZVOUS_RELAY_BYTES_PER_SECOND must be a positive integer/);
     expect(thrown(() => configFrom(['--prot', '1'], {})).message).toMatch(/Unknown option '--prot'/);
-    expect(thrown(() => configFrom(['--stun-requests-per-second', '0'], {})).message).toMatch(/stunRequestsPerSecondPerIp must be a positive integer/);
+    expect(thrown(() => configFrom(['--stun-requests-per-second', '0'], {})).message).toMatch(/^--stun-requests-per-second must be a positive integer/);
     expect(configFrom(['--stun-requests-per-second', '7'], {}).stunRequestsPerSecondPerIp).toBe(7);
   });
 

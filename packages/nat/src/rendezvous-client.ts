@@ -236,7 +236,7 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
    * places: the agent learned no new instance, so it could not fail over to one, nor open a relay at one.
    */
   private relearn(answering: AgentId, listed: readonly string[]): void {
-    const live = new Set<AgentId>([answering, this.current]);
+    const live = new Set<AgentId>();
     for (const reference of listed) {
       try {
         live.add(parsePeerReference(reference).id);
@@ -244,7 +244,12 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
         // learn() below says what is wrong with it
       }
     }
-    this.learned = this.learned.filter((id) => live.has(id) || (this.addresses.delete(id), false));
+    // A list without the instance answering is not the whole cluster (e.g. Valkey/Redis restarted empty, and the
+    // instances have not announced themselves again yet, 2 s at most): nothing is forgotten on its word.
+    if (live.has(answering)) {
+      live.add(this.current);
+      this.learned = this.learned.filter((id) => live.has(id) || (this.addresses.delete(id), false));
+    }
     for (const reference of listed) this.learn(reference);
   }
 

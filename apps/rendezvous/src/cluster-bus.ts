@@ -12,6 +12,11 @@ export interface ClusterRequest {
   record: { record: string; signature: string };
   /** The IP the asking instance saw `peer` register from (the target dials only there, or its own LAN). */
   seenAt?: string;
+  /**
+   * Who asked (`clientOf` its address: an IP, or an IPv6 /64): the instance holding the target counts the asker's
+   * share of the target's punch rate, so that the share is one across the cluster (absent from instances of before).
+   */
+  client?: string;
 }
 
 interface Envelope {

@@ -219,11 +219,15 @@ Environment: RENDEZVOUS_HOST, RENDEZVOUS_PORT, RENDEZVOUS_STUN_PORTS, RENDEZVOUS
 --redis-url keeps the registry in Valkey/Redis, shared by every instance with the same URL (default: in memory).`);
     process.exit(0);
   }
+  /** Where each setting came from (`--port` or `RENDEZVOUS_PORT`), by flag: what an error names. */
+  const sources = new Map<string, string>();
   const pick = (flag: keyof typeof values, name: string): { text: string; what: string } | undefined => {
     const flagged = values[flag] as string | undefined;
-    if (flagged !== undefined) return { text: flagged, what: `--${flag}` };
-    const text = env[`RENDEZVOUS_${name}`];
-    return text === undefined ? undefined : { text, what: `RENDEZVOUS_${name}` };
+    const text = flagged ?? env[`RENDEZVOUS_${name}`];
+    if (text === undefined) return undefined;
+    const what = flagged !== undefined ? `--${flag}` : `RENDEZVOUS_${name}`;
+    sources.set(flag, what);
+    return { text, what };
   };
   const int = (flag: keyof typeof values, name: string, fallback: number): number => {
     const given = pick(flag, name);
@@ -258,6 +262,31 @@ Environment: RENDEZVOUS_HOST, RENDEZVOUS_PORT, RENDEZVOUS_STUN_PORTS, RENDEZVOUS
     redisUrl: pick('redis-url', 'REDIS_URL')?.text,
     redisPrefix: pick('redis-prefix', 'REDIS_PREFIX')?.text ?? DEFAULT_CONFIG.redisPrefix,
   };
-  checkConfig(config);
+  try {
+    checkConfig(config);
+  } catch (error) {
+    // checkConfig names the setting as code does (`maxRegistrations must be …`): the operator gave a flag or a
+    // variable, and is told that one.
+    const setting = /^(\w+) /.exec((error as Error).message)?.[1];
+    const flag = setting === undefined ? undefined : FLAG_OF[setting as keyof RendezvousConfig];
+    const what = flag === undefined ? undefined : sources.get(flag);
+    if (what === undefined) throw error;
+    throw invalid(`${what}${(error as Error).message.slice(setting!.length)}`);
+  }
   return config;
 }
+
+/** The flag of each setting a flag or variable sets. */
+const FLAG_OF: Partial<Record<keyof RendezvousConfig, string>> = {
+  host: 'host',
+  port: 'port',
+  stunPorts: 'stun-ports',
+  httpPort: 'http-port',
+  maxRegistrations: 'max-registrations',
+  relayBytesPerSecond: 'relay-bytes-per-second',
+  relayBytesPerSecondPerIp: 'relay-bytes-per-second-per-ip',
+  stunRequestsPerSecondPerIp: 'stun-requests-per-second',
+  allowAgents: 'allow-agents',
+  redisUrl: 'redis-url',
+  redisPrefix: 'redis-prefix',
+};

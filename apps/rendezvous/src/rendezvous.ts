@@ -7,6 +7,7 @@ import { DEFAULT_CONFIG, checkConfig, listenerLimits, type RendezvousConfig } fr
 import { PerIpRate, clientOf, clientOfIp, ipOf } from './ip-limits.js';
 import { silentLogger, type Logger } from './log.js';
 import { ClusterBus, type ClusterRequest } from './cluster-bus.js';
+import { listenError } from './listen-error.js';
 import { connectRedis, type RedisConnection } from './redis-connection.js';
 import { RedisRegistry } from './redis-registry.js';
 import { MemoryRegistry, type RegistryStore, type StoredRecord } from './registry.js';
@@ -97,7 +98,7 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     });
   } catch (error) {
     await redis?.close();
-    throw error;
+    throw listenError('the wss port (--port)', config.host, config.port, error);
   }
   const stunRate = new PerIpRate(config.stunRequestsPerSecondPerIp);
   const started = await Promise.allSettled(
@@ -105,13 +106,13 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
       startStunServer({ host: config.host, port, rate: stunRate, onDatagram: (outcome, received, sent) => metrics.stunDatagram(outcome, received, sent) }),
     ),
   );
-  const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-  if (failed) {
+  const failed = started.findIndex((s) => s.status === 'rejected');
+  if (failed !== -1) {
     // A STUN port that cannot be bound (e.g. in use) stops the start without leaving the other ports open.
     await Promise.all(started.map((s) => (s.status === 'fulfilled' ? s.value.close() : undefined)));
     await agent.close();
     await redis?.close();
-    throw failed.reason;
+    throw listenError('the STUN port (--stun-ports)', config.host, config.stunPorts[failed]!, (started[failed] as PromiseRejectedResult).reason);
   }
   const stun = started.map((s) => (s as PromiseFulfilledResult<StunServer>).value);
 
@@ -139,7 +140,26 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
   };
   /** The instance holding `entry`'s control channel, when it is another one (several instances share the store). */
   const elsewhere = (entry: StoredRecord): AgentId | undefined => (bus && entry.instance && entry.instance !== agent.id ? entry.instance : undefined);
+  /**
+   * A punch request towards `target` from `client` (the asker's IP or IPv6 /64; unknown when an instance of before
+   * relayed it) takes the asker's share first, then the target's rate: a refused share takes nothing from the rate,
+   * which others then still get. Checked by the instance holding the target's control channel, the one place every
+   * punch towards it passes: counted at the instance asked, a cluster of N gave the target N times its rate, and
+   * one address N times its share.
+   */
+  const limitPunch = (target: AgentId, client: string | undefined): void => {
+    if (client !== undefined && !punchShare.allow(`${target} ${client}`)) {
+      refuse('target-ip-rate', new AgentError('RESOURCE_EXHAUSTED', 'too many punch requests towards that agent from your address'));
+    }
+    if (!punchRate.allow(target)) refuse('target-rate', new AgentError('RESOURCE_EXHAUSTED', 'too many punch requests towards that agent'));
+  };
+  const admitPunch = (target: AgentId, client: string | undefined): void => {
+    limitPunch(target, client);
+    metrics.punches++;
+  };
   const tellPunch = async (request: ClusterRequest): Promise<void> => {
+    const client = typeof request.client === 'string' && request.client.length <= 64 ? request.client : undefined;
+    admitPunch(request.target, client);
     const record: SignedRecord = { record: Buffer.from(request.record.record, 'base64'), signature: Buffer.from(request.record.signature, 'base64') };
     // Where the peer registered from: the target dials only there (or its own LAN), whatever the record names.
     const seenAt = typeof request.seenAt === 'string' && request.seenAt.length <= 64 ? request.seenAt : undefined;
@@ -213,18 +233,20 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     const target = agentIdIn(body, 'target');
     const theirs = await lookup(target);
     const ours = await lookup(ctx.peer);
-    // The asker's share first: a refused one takes nothing from the target's rate, which others then still get.
-    if (!punchShare.allow(`${target} ${clientOf(ctx.remoteAddress)}`)) {
-      refuse('target-ip-rate', new AgentError('RESOURCE_EXHAUSTED', 'too many punch requests towards that agent from your address'));
-    }
-    if (!punchRate.allow(target)) refuse('target-rate', new AgentError('RESOURCE_EXHAUSTED', 'too many punch requests towards that agent'));
-    metrics.punches++;
+    const client = clientOf(ctx.remoteAddress);
     const other = elsewhere(theirs);
     if (other) {
-      // The target's control channel is held by another instance: it tells the target (Redis pub/sub).
+      // The target's control channel is held by another instance: it counts the punch against the target's rate
+      // and tells the target (Redis pub/sub), or answers RESOURCE_EXHAUSTED.
+      // Checked here too, against this instance's own counts (a subset of the target's): during a rolling upgrade
+      // an instance of before holding the target checks nothing.
+      limitPunch(target, client);
       const record = { record: Buffer.from(ours.signed.record).toString('base64'), signature: Buffer.from(ours.signed.signature).toString('base64') };
-      await bus!.request(other, { kind: 'punch', target, peer: ctx.peer, record, seenAt: ours.ip });
-    } else await agent.send(target, 'nat.punch', { peer: ctx.peer, record: ours.signed, seenAt: ours.ip }, { timeoutMs: 5000 });
+      await bus!.request(other, { kind: 'punch', target, peer: ctx.peer, record, seenAt: ours.ip, client });
+    } else {
+      admitPunch(target, client);
+      await agent.send(target, 'nat.punch', { peer: ctx.peer, record: ours.signed, seenAt: ours.ip }, { timeoutMs: 5000 });
+    }
     return theirs.signed;
   });
 
@@ -318,7 +340,24 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
         response.writeHead(404).end();
       }
     });
-    await new Promise<void>((resolve) => http!.listen(config.httpPort, config.host, resolve));
+    const server = http;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(config.httpPort, config.host, () => {
+          server.off('error', reject);
+          resolve();
+        });
+      });
+    } catch (error) {
+      // As a STUN port that cannot be bound: nothing is left open.
+      clearInterval(sweeper);
+      await Promise.all(stun.map((s) => s.close()));
+      await agent.close();
+      await registry.close();
+      await redis?.close();
+      throw listenError('the HTTP port (--http-port)', config.host, config.httpPort, error);
+    }
   }
   const httpPort = http ? (http.address() as { port: number }).port : undefined;
   await bus?.start();

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import { Identity, type AgentId } from '@agentlink/core';
+import { CallMetrics, Identity, type AgentError, type AgentId } from '@agentlink/core';
 import { signRecord, type PeerRecord } from '@agentlink/nat';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { connectRedis, type Rendezvous } from '../src/index.js';
@@ -97,6 +97,55 @@ describe('three rendezvous instances sharing Redis', () => {
     }
   });
 
+  /** `count` punch requests towards `target` from a client at `ip`, registered once, asked through each of `instances` at once. */
+  async function punchesThrough(instances: Rendezvous[], target: AgentId, ip: string, count: number): Promise<string[]> {
+    const stranger = await wsClient(ip);
+    await stranger.send(instances[0]!.address, 'rdv.register', signRecord(stranger.identity, recordOf(stranger.identity, { candidates: [`quic://${ip}:9`] })));
+    return (
+      await Promise.all(
+        instances.map((r) =>
+          Promise.all(Array.from({ length: count }, () => stranger.send(r.address, 'rdv.punch', { target }).then(() => 'ok', (e: AgentError) => e.code))),
+        ),
+      )
+    ).flat();
+  }
+
+  it("punches towards one agent are counted across the cluster: asking every instance does not multiply the agent's rate", async () => {
+    // Each address's share lifted above its asks: this is about the target's rate (5/s, burst 10).
+    const instances = await cluster({ punchesPerSecondPerTarget: 5, punchesPerSecondPerTargetPerIp: 100 });
+    const served = new CallMetrics();
+    const victim = await reachableAgent(instances[1], {}, { inboundInterceptors: [served.inboundInterceptor] });
+    const started = performance.now();
+    const outcomes = (await Promise.all(['127.0.0.3', '127.0.0.4'].map((ip) => punchesThrough(instances, victim.agent.id, ip, 20)))).flat();
+    const seconds = (performance.now() - started) / 1000;
+    const forwarded = outcomes.filter((x) => x === 'ok').length;
+    // The burst and what refilled meanwhile, whichever instance was asked; counted per instance (until
+    // 2026-11-24) each of the three forwarded its own burst: 30 of the 120 at once.
+    expect(forwarded).toBeGreaterThanOrEqual(10);
+    expect(forwarded).toBeLessThanOrEqual(10 + Math.ceil(5 * seconds));
+    expect(outcomes.filter((x) => x === 'RESOURCE_EXHAUSTED')).toHaveLength(120 - forwarded);
+    expect(served.snapshot().served.methods['nat.punch']?.count).toBe(forwarded);
+    // The instance holding the victim counted them all.
+    expect(await metric(instances[1], 'rendezvous_punches_total')).toBe(forwarded);
+  });
+
+  it("one address's share of an agent's punch rate is one across the cluster", async () => {
+    const instances = await cluster({ punchesPerSecondPerTarget: 50, punchesPerSecondPerTargetPerIp: 1 });
+    const served = new CallMetrics();
+    const victim = await reachableAgent(instances[1], {}, { inboundInterceptors: [served.inboundInterceptor] });
+    const started = performance.now();
+    const outcomes = await punchesThrough(instances, victim.agent.id, '127.0.0.3', 10);
+    const seconds = (performance.now() - started) / 1000;
+    const forwarded = outcomes.filter((x) => x === 'ok').length;
+    // Its share's burst (2 × 1) and what refilled meanwhile; per instance (until 2026-11-24) it had 6 at once.
+    expect(forwarded).toBeGreaterThanOrEqual(2);
+    expect(forwarded).toBeLessThanOrEqual(2 + Math.ceil(seconds));
+    expect(outcomes.filter((x) => x === 'RESOURCE_EXHAUSTED')).toHaveLength(30 - forwarded);
+    expect(served.snapshot().served.methods['nat.punch']?.count).toBe(forwarded);
+    // Another address still gets its punch through, from any instance.
+    expect(await punchesThrough([instances[2]], victim.agent.id, '127.0.0.4', 1)).toEqual(['ok']);
+  });
+
   it('a punch from an instance of before (no seenAt in its message) is still carried out, as before: dialling the record', async () => {
     // Mixed versions during a rolling upgrade: an older instance publishes the request without `seenAt`.
     const redisPrefix = `c${randomUUID()}:`;
@@ -167,6 +216,31 @@ describe('three rendezvous instances sharing Redis', () => {
     // The moved agents are found again: a call from an agent of r1 to one that was on the killed instance.
     onDoomed[0]!.agent.handle('echo', (x: unknown) => x);
     expect(await c1.agent.send(onDoomed[0]!.agent.id, 'echo', 'moved')).toBe('moved');
+  });
+
+  it('instances replaced one after another (a new key each deploy): agents forget the gone ones, learn the new, fail over and relay there', async () => {
+    // An agent keeps 16 rendezvous addresses at most. Kept for good (until 2026-11-24), fifteen replaced instances
+    // filled the places: the agent learned no new instance, registered nowhere once its own stopped, and a relay
+    // towards an agent of a new instance was opened at the wrong one (UNAVAILABLE).
+    const r1 = await rendezvous({ redisUrl: redis.url, redisPrefix: `c${randomUUID()}:` });
+    const start = (): Promise<Rendezvous> => rendezvous({ redisUrl: redis.url, redisPrefix: r1.config.redisPrefix });
+    const a = await reachableAgent(r1, { paths: ['relay'], heartbeatMs: 30_000 });
+    for (let i = 0; i < 15; i++) {
+      const replaced = await start();
+      await a.nat.register(); // at r1, whose rdv.info lists the instance of the moment
+      await replaced.close();
+    }
+    const latest = await start();
+    const b = await reachableAgent(latest, { paths: ['relay'], heartbeatMs: 30_000 });
+    b.agent.handle('echo', (x: unknown) => x);
+    await a.nat.register();
+    expect(await a.agent.send(b.agent.id, 'echo', 'relayed at the new instance')).toBe('relayed at the new instance');
+    expect(await metric(latest, 'rendezvous_relay_bytes_total')).toBeGreaterThan(0);
+    // A's own instance stops: its next registration goes to the one live instance it learned.
+    await r1.close();
+    await a.nat.register();
+    expect(a.nat.registeredWith).toBe(latest.agent.id);
+    expect((await latest.registry.get(a.agent.id))?.instance).toBe(latest.agent.id);
   });
 
   it('Redis restarted empty: the registry refills from heartbeats, /healthz says down meanwhile', async () => {

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { createSocket } from 'node:dgram';
 import { once } from 'node:events';
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,6 +14,15 @@ import { startRendezvous } from '../src/index.js';
 import { cleanup } from './helpers.js';
 
 afterEach(cleanup);
+
+/** A UDP port the OS just handed out (free again when this resolves). */
+async function freeUdpPort(): Promise<number> {
+  const socket = createSocket('udp4');
+  await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
+  const { port } = socket.address();
+  await new Promise<void>((resolve) => socket.close(resolve));
+  return port;
+}
 
 function thrown(run: () => unknown): AgentError {
   try {
@@ -40,9 +50,10 @@ describe('rendezvous configuration', () => {
     expect(configFrom(['--redis-url', 'redis://valkey:6379', '--redis-prefix', 'eu:'], {})).toMatchObject({ redisUrl: 'redis://valkey:6379', redisPrefix: 'eu:' });
     expect(configFrom([], { RENDEZVOUS_REDIS_URL: 'rediss://valkey:6380' }).redisUrl).toBe('rediss://valkey:6380');
     for (const bad of ['http://valkey:6379', 'valkey:6379x', 'not a url']) {
-      expect(thrown(() => configFrom(['--redis-url', bad], {}))).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^redisUrl must be a redis/) });
+      expect(thrown(() => configFrom(['--redis-url', bad], {}))).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^--redis-url must be a redis/) });
     }
-    expect(thrown(() => configFrom(['--redis-prefix', 'x'.repeat(65)], {})).message).toMatch(/redisPrefix/);
+    expect(thrown(() => configFrom([], { RENDEZVOUS_REDIS_URL: 'valkey:6379' })).message).toMatch(/^RENDEZVOUS_REDIS_URL must be a redis/);
+    expect(thrown(() => configFrom(['--redis-prefix', 'x'.repeat(65)], {})).message).toMatch(/^--redis-prefix must be a string of at most 64/);
     // A Redis that does not answer stops the start with UNAVAILABLE, leaving nothing open.
     await expect(startRendezvous({ host: '127.0.0.1', port: 0, stunPorts: [0, 0], httpPort: -1, redisUrl: 'redis://127.0.0.1:1' })).rejects.toMatchObject({ code: 'UNAVAILABLE' });
   });
@@ -50,9 +61,13 @@ describe('rendezvous configuration', () => {
   it('refuses non-integers, out-of-range ports, unknown flags and non-positive limits', () => {
     expect(thrown(() => configFrom(['--port', '44x'], {})).message).toMatch(/--port must be an integer/);
     expect(thrown(() => configFrom(['--port', ''], {})).message).toMatch(/--port must be an integer/);
-    expect(thrown(() => configFrom(['--port', '65536'], {})).message).toMatch(/port must be 0-65535/);
+    // The setting is named as the operator gave it (until 2026-11-24, as code names it: `maxRegistrations`).
+    expect(thrown(() => configFrom(['--port', '65536'], {})).message).toBe('--port must be 0-65535, got 65536');
+    expect(thrown(() => configFrom([], { RENDEZVOUS_HTTP_PORT: '70000' })).message).toBe('RENDEZVOUS_HTTP_PORT must be 0-65535 or -1 (off), got 70000');
+    expect(thrown(() => configFrom(['--max-registrations', '0'], {})).message).toBe('--max-registrations must be a positive integer, got 0');
+    expect(thrown(() => configFrom([], { RENDEZVOUS_RELAY_BYTES_PER_SECOND: '0' })).message).toMatch(/^RENDEZVOUS_RELAY_BYTES_PER_SECOND must be a positive integer/);
     expect(thrown(() => configFrom(['--prot', '1'], {})).message).toMatch(/Unknown option '--prot'/);
-    expect(thrown(() => configFrom(['--stun-requests-per-second', '0'], {})).message).toMatch(/stunRequestsPerSecondPerIp must be a positive integer/);
+    expect(thrown(() => configFrom(['--stun-requests-per-second', '0'], {})).message).toMatch(/^--stun-requests-per-second must be a positive integer/);
     expect(configFrom(['--stun-requests-per-second', '7'], {}).stunRequestsPerSecondPerIp).toBe(7);
   });
 
@@ -61,12 +76,56 @@ describe('rendezvous configuration', () => {
     await expect(startRendezvous({ maxConnectionsPerIp: -1 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/maxConnectionsPerIp/) });
   });
 
-  it('a STUN port in use stops the start with the error (the ports already bound are closed again)', async () => {
+  it('a STUN port in use stops the start with UNAVAILABLE naming it (the ports already bound are closed again)', async () => {
     const taken = createSocket('udp4');
     await new Promise<void>((resolve) => taken.bind(0, '127.0.0.1', resolve));
     const port = taken.address().port;
-    await expect(startRendezvous({ host: '127.0.0.1', port: 0, httpPort: -1, stunPorts: [0, port] })).rejects.toMatchObject({ code: 'EADDRINUSE' });
+    await expect(startRendezvous({ host: '127.0.0.1', port: 0, httpPort: -1, stunPorts: [0, port] })).rejects.toMatchObject({
+      code: 'UNAVAILABLE',
+      message: `the STUN port (--stun-ports) 127.0.0.1:${port} is in use (another rendezvous, or the previous one still stopping)`,
+    });
     taken.close();
+  });
+
+  it('a wss or HTTP port in use stops the start with UNAVAILABLE naming it, and leaves nothing open', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = (taken.address() as AddressInfo).port;
+    try {
+      await expect(startRendezvous({ host: '127.0.0.1', port, httpPort: -1, stunPorts: [0, 0] })).rejects.toMatchObject({
+        code: 'UNAVAILABLE',
+        message: `the wss port (--port) 127.0.0.1:${port} is in use (another rendezvous, or the previous one still stopping)`,
+      });
+      // Before 2026-11-24 an HTTP port in use was an unhandled 'error' event: the process died, whoever started it.
+      const stunPort = await freeUdpPort();
+      await expect(startRendezvous({ host: '127.0.0.1', port: 0, httpPort: port, stunPorts: [stunPort, 0] })).rejects.toMatchObject({
+        code: 'UNAVAILABLE',
+        message: `the HTTP port (--http-port) 127.0.0.1:${port} is in use (another rendezvous, or the previous one still stopping)`,
+      });
+      // The STUN port it had bound was closed again: a start on it succeeds.
+      const r = await startRendezvous({ host: '127.0.0.1', port: 0, httpPort: -1, stunPorts: [stunPort, 0] });
+      await r.close();
+    } finally {
+      taken.close();
+    }
+  });
+
+  it('the process says a port in use in one line and exits 1 (a supervisor may start it again)', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = (taken.address() as AddressInfo).port;
+    try {
+      const main = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+      const args = ['--conditions=source', '--import', 'tsx', main, '--host', '127.0.0.1', '--port', '0', '--stun-ports', '0,0', '--http-port', String(port)];
+      const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+      let stderr = '';
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      const [code] = (await once(child, 'exit')) as [number];
+      expect(stderr.trim()).toBe(`agentlink-rendezvous: the HTTP port (--http-port) 127.0.0.1:${port} is in use (another rendezvous, or the previous one still stopping)`);
+      expect(code).toBe(1);
+    } finally {
+      taken.close();
+    }
   });
 
   it("gives the wss listener core's ListenerLimits from its settings", () => {

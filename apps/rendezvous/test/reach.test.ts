@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Identity } from '@agentlink/core';
-import { cleanup, reachableAgent, rendezvous, sleep } from './helpers.js';
+import { RendezvousClient, signRecord } from '@agentlink/nat';
+import { cleanup, reachableAgent, recordOf, rendezvous, sleep, wsClient } from './helpers.js';
 
 afterEach(cleanup);
 
@@ -87,6 +88,21 @@ describe('reach on loopback (no NAT)', () => {
     // A caller configured with the dead one first finds the agent at the second.
     const caller = await reachableAgent(second, { rendezvous: [first.address, second.address] });
     expect(await caller.agent.send(moving.agent.id, 'echo', 'found')).toBe('found');
+  });
+
+  it('when the rendezvous in use fails, tries the others in a random order: the agents of a failed instance spread over them', async () => {
+    const [first, second, third] = [await rendezvous(), await rendezvous(), await rendezvous()];
+    await first.close();
+    const agent = await wsClient();
+    let seq = 0;
+    const movedTo = (random: number) =>
+      new RendezvousClient(agent, [first.address, second.address, third.address], () => undefined, () => random).publishWith(async () =>
+        signRecord(agent.identity, recordOf(agent.identity, { seq: ++seq })),
+      );
+    // Before 2026-11-24 every agent of the failed instance moved to the next one listed (second), and after a
+    // rolling restart all of them sat on one instance.
+    expect(await movedTo(0)).toBe(third.agent.id);
+    expect(await movedTo(0.99)).toBe(second.agent.id);
   });
 
   it('refuses a rendezvous option that is neither an address nor a non-empty list', async () => {

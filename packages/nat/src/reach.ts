@@ -22,8 +22,9 @@ import { StunClient, type HostPort } from './stun.js';
 export interface ReachOptions {
   /**
    * The rendezvous, as `<AgentId>@wss://host:port/agentlink` (the agent needs a `webSocket()` channel to dial it),
-   * or several (instances of one cluster, or independent ones): the agent registers with one and moves to the next
-   * when it fails; lookups try them all. A cluster's other instances are learned from the one reached.
+   * or several (instances of one cluster, or independent ones): the agent registers with one and moves to another
+   * (in a random order) when it fails; lookups try them all. A cluster's other instances are learned from the one
+   * reached, renewed at every registration.
    */
   rendezvous: string | readonly string[];
   /** The agent's QUIC transport, listening (port 0 is fine): STUN, punching and direct paths use its socket. */

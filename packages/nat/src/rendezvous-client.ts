@@ -56,16 +56,18 @@ function checkInfo(info: unknown): RendezvousInfo {
 /**
  * The rendezvous as discovery backend, punch coordinator and relay, over the agent's control channel to it.
  * Given several addresses (instances of one cluster, or independent rendezvous), it registers with one at a
- * time and moves to the next when that one fails; lookups try every configured one and a few learned ones
+ * time and moves to another when that one fails; lookups try every configured one and a few learned ones
  * (`resolve`). A cluster's instances are learned from `rdv.info`, so an agent configured with one address still
- * fails over to the others.
+ * fails over to the others; the list is renewed at every registration, so instances that stopped are forgotten.
  */
 export class RendezvousClient implements Discovery, PunchCoordinator, RelayService {
-  private readonly addresses: string[] = [];
-  private readonly ids: AgentId[] = [];
-  /** The first `configured` of `ids` are the agent's own; the rest were learned from a cluster's `rdv.info`. */
-  private readonly configured: number;
-  private current = 0;
+  /** Where each kept rendezvous is: the configured ones and those learned from a cluster, MAX_RENDEZVOUS at most. */
+  private readonly addresses = new Map<AgentId, string>();
+  /** The agent's own, in its order (always kept). */
+  private readonly configured: AgentId[] = [];
+  /** Learned from a cluster's `rdv.info` or `rdv.route`, oldest first. */
+  private learned: AgentId[] = [];
+  private current: AgentId;
   private watched: Channel | undefined;
   /** STUN servers of the instance we register with. */
   stunServers: HostPort[] = [];
@@ -75,15 +77,20 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
     references: readonly string[],
     /** Called when the control channel to the rendezvous we registered with closes (it stopped or failed). */
     private readonly onControlLost: () => void = () => undefined,
+    /** The order in which the other rendezvous are tried when the one in use fails (tests pass their own). */
+    private readonly random: () => number = Math.random,
   ) {
     if (references.length === 0) throw new AgentError('INVALID_ARGUMENT', 'reach() needs at least one rendezvous address');
-    for (const reference of references) this.learn(reference);
-    this.configured = this.ids.length;
+    for (const reference of references) {
+      const id = this.add(reference);
+      if (id !== undefined && !this.configured.includes(id)) this.configured.push(id);
+    }
+    this.current = this.configured[0]!;
   }
 
   /** The rendezvous we register with now. */
   get currentId(): AgentId {
-    return this.ids[this.current]!;
+    return this.current;
   }
 
   get relayName(): string {
@@ -92,24 +99,23 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
 
   /** Only the rendezvous may send punch and relay commands. */
   isRendezvous(id: AgentId): boolean {
-    return this.ids.includes(id);
+    return this.addresses.has(id);
   }
 
   /** Whether `id` is where a channel to the rendezvous goes (the pool must not ask reach() for it). */
   get knownIds(): readonly AgentId[] {
-    return this.ids;
+    return [...this.configured, ...this.learned];
   }
 
   /** Asks for STUN servers (and a cluster's instances) and publishes the record, at the first instance that answers. */
   async publishWith(sign: (stun: HostPort[]) => Promise<SignedRecord>): Promise<AgentId> {
-    return this.failover(async (index) => {
-      const id = this.ids[index]!;
-      const info = checkInfo(await this.agent.send<unknown>(id, 'rdv.info', undefined, { timeoutMs: 5000 }).catch((error: unknown) => this.explain(error, index)));
-      for (const address of info.instances ?? []) this.learn(address);
-      const servers = info.stun.map((s) => ({ host: s.host ?? this.host(index), port: s.port }));
+    return this.failover(async (id) => {
+      const info = checkInfo(await this.agent.send<unknown>(id, 'rdv.info', undefined, { timeoutMs: 5000 }).catch((error: unknown) => this.explain(error, id)));
+      if (info.instances !== undefined) this.relearn(id, info.instances);
+      const servers = info.stun.map((s) => ({ host: s.host ?? this.host(id), port: s.port }));
       const signed = await sign(servers);
       await this.agent.send(id, 'rdv.register', signed, { timeoutMs: 5000 });
-      this.current = index;
+      this.current = id;
       this.stunServers = servers;
       this.watchControlChannel();
       return id;
@@ -117,9 +123,9 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
   }
 
   async publish(record: SignedRecord): Promise<void> {
-    await this.failover(async (index) => {
-      await this.agent.send(this.ids[index]!, 'rdv.register', record, { timeoutMs: 5000 });
-      this.current = index;
+    await this.failover(async (id) => {
+      await this.agent.send(id, 'rdv.register', record, { timeoutMs: 5000 });
+      this.current = id;
     });
   }
 
@@ -129,16 +135,15 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
    * of a cluster answers from the store all its instances share, so the others would say the same.
    */
   async resolve(peer: AgentId, signal?: AbortSignal): Promise<PeerRecord> {
-    const ask = (index: number) => this.agent.send<SignedRecord>(this.ids[index]!, 'rdv.lookup', { agentId: peer }, { signal, timeoutMs: 5000 });
-    const others = this.ids.map((_, index) => index).filter((index) => index !== this.current);
-    const configured = [this.current, ...others.filter((index) => index < this.configured)];
-    const learned = others.filter((index) => index >= this.configured).slice(0, MAX_LEARNED_PER_LOOKUP);
+    const ask = (id: AgentId) => this.agent.send<SignedRecord>(id, 'rdv.lookup', { agentId: peer }, { signal, timeoutMs: 5000 });
+    const configured = [this.current, ...this.configured.filter((id) => id !== this.current)];
+    const learned = this.learned.filter((id) => id !== this.current).slice(0, MAX_LEARNED_PER_LOOKUP);
     let last: unknown;
     let signed: SignedRecord | undefined;
-    for (const index of [...configured, ...learned]) {
-      if (index >= this.configured && index !== this.current && toAgentError(last).code === 'NOT_FOUND') break;
+    for (const id of [...configured, ...learned]) {
+      if (learned.includes(id) && toAgentError(last).code === 'NOT_FOUND') break;
       try {
-        signed = await ask(index);
+        signed = await ask(id);
         break;
       } catch (error) {
         if (signal?.aborted) throw error;
@@ -167,7 +172,7 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
       const address = typeof route === 'object' && route !== null ? (route as { address?: unknown }).address : undefined;
       // A malformed answer is the rendezvous's fault (it was a TypeError, or a non-string reached the address parser).
       if (typeof address !== 'string' || address.length > 1024) throw new AgentError('PROTOCOL_ERROR', "the rendezvous's rdv.route answer is not an address");
-      via = this.learn(address) ?? via;
+      via = this.learn(address, { evict: true }) ?? via;
     } catch (error) {
       // A rendezvous of one instance from before clusters has no rdv.route: it holds every control channel.
       if (toAgentError(error).code !== 'NO_HANDLER') throw error;
@@ -186,16 +191,24 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
     });
   }
 
-  /** Runs `attempt` at the current instance, then at each other one; throws the last failure. */
-  private async failover<T>(attempt: (index: number) => Promise<T>, signal?: AbortSignal): Promise<T> {
+  /**
+   * Runs `attempt` at the current instance, then at each other one in a random order, so that the agents of a
+   * failed instance spread over the others rather than all moving to the next one listed (after a rolling restart,
+   * every agent sat on one instance); throws the last failure.
+   */
+  private async failover<T>(attempt: (id: AgentId) => Promise<T>): Promise<T> {
+    const others = this.knownIds.filter((id) => id !== this.current);
+    for (let i = others.length - 1; i > 0; i--) {
+      const j = Math.floor(this.random() * (i + 1));
+      [others[i], others[j]] = [others[j]!, others[i]!];
+    }
     let last: unknown;
-    const start = this.current;
-    for (let i = 0; i < this.ids.length; i++) {
-      const index = (start + i) % this.ids.length;
+    for (const id of [this.current, ...others]) {
+      // Forgotten meanwhile: an instance that answered said it is no longer part of the cluster.
+      if (!this.addresses.has(id)) continue;
       try {
-        return await attempt(index);
+        return await attempt(id);
       } catch (error) {
-        if (signal?.aborted) throw error;
         last = error;
       }
     }
@@ -206,34 +219,72 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
    * A rendezvous that proves another key is almost always a misconfigured address (an AgentId from an earlier
    * start without --key-file): the core error names two keys and nothing else; this one says what to fix.
    */
-  private explain(error: unknown, index: number): never {
+  private explain(error: unknown, id: AgentId): never {
     const failure = toAgentError(error);
-    if (failure.code !== 'UNAUTHENTICATED' || failure.remote || index >= this.configured) throw error;
+    if (failure.code !== 'UNAUTHENTICATED' || failure.remote || !this.configured.includes(id)) throw error;
     throw new AgentError(
       'UNAUTHENTICATED',
-      `rendezvous "${this.addresses[index]}": ${failure.message}. Give reach({ rendezvous }) the address the rendezvous printed when it started (without --key-file its AgentId changes at every start)`,
+      `rendezvous "${this.addresses.get(id)}": ${failure.message}. Give reach({ rendezvous }) the address the rendezvous printed when it started (without --key-file its AgentId changes at every start)`,
       { cause: error },
     );
   }
 
-  /** Adds a rendezvous address (once, up to MAX_RENDEZVOUS); returns its AgentId. */
-  private learn(reference: string): AgentId | undefined {
+  /**
+   * The cluster's live instances as `answering` lists them (every instance announces itself every 2 s): learned
+   * ones it no longer lists stopped and are forgotten, new ones are learned. Kept for good (until 2026-11-24), the
+   * addresses of instances replaced over time (a new key, host or port at each deploy) filled the MAX_RENDEZVOUS
+   * places: the agent learned no new instance, so it could not fail over to one, nor open a relay at one.
+   */
+  private relearn(answering: AgentId, listed: readonly string[]): void {
+    const live = new Set<AgentId>();
+    for (const reference of listed) {
+      try {
+        live.add(parsePeerReference(reference).id);
+      } catch {
+        // learn() below says what is wrong with it
+      }
+    }
+    // A list without the instance answering is not the whole cluster (e.g. Valkey/Redis restarted empty, and the
+    // instances have not announced themselves again yet, 2 s at most): nothing is forgotten on its word.
+    if (live.has(answering)) {
+      live.add(this.current);
+      this.learned = this.learned.filter((id) => live.has(id) || (this.addresses.delete(id), false));
+    }
+    for (const reference of listed) this.learn(reference);
+  }
+
+  /**
+   * Adds a learned rendezvous address (once, up to MAX_RENDEZVOUS; with `evict`, the oldest learned one other than
+   * the current one makes room); returns its AgentId.
+   */
+  private learn(reference: string, { evict = false } = {}): AgentId | undefined {
+    const known = this.addresses.size;
+    const id = this.add(reference, evict ? this.learned.find((l) => l !== this.current) : undefined);
+    if (id !== undefined && this.addresses.size > known) this.learned.push(id);
+    return id;
+  }
+
+  /** Keeps `reference` (once, up to MAX_RENDEZVOUS, forgetting `evictable` to make room); returns its AgentId. */
+  private add(reference: string, evictable?: AgentId): AgentId | undefined {
     let id: AgentId;
     try {
       id = parsePeerReference(reference).id;
     } catch (error) {
       throw new AgentError('INVALID_ARGUMENT', `rendezvous address "${reference}": ${(error as Error).message}`);
     }
-    if (this.ids.includes(id)) return id;
-    if (this.ids.length >= MAX_RENDEZVOUS) return undefined;
+    if (this.addresses.has(id)) return id;
+    if (this.addresses.size >= MAX_RENDEZVOUS) {
+      if (evictable === undefined) return undefined;
+      this.addresses.delete(evictable);
+      this.learned = this.learned.filter((l) => l !== evictable);
+    }
     this.agent.addPeer(reference);
-    this.ids.push(id);
-    this.addresses.push(reference);
+    this.addresses.set(id, reference);
     return id;
   }
 
-  private host(index: number): string {
-    const { url } = parsePeerReference(this.addresses[index]!);
+  private host(id: AgentId): string {
+    const { url } = parsePeerReference(this.addresses.get(id)!);
     // URL hostnames keep IPv6 literals in brackets; a socket address has none.
     return url ? new URL(url).hostname.replace(/^\[|\]$/g, '') : '127.0.0.1';
   }

@@ -96,6 +96,28 @@ describe('an agent against a hostile rendezvous', () => {
     expect(nat.registeredWith).toBe(rendezvous.agent.id);
   });
 
+  it("renews the instances it keeps from each rdv.info naming the instance answering, and forgets nothing on a list that does not", async () => {
+    const rendezvous = await hostileRendezvous({ stun: [] });
+    const [gone, other] = [Identity.generate().id, Identity.generate().id];
+    const { agent } = await reachingAgent(rendezvous.address);
+    const client = new RendezvousClient(agent, [rendezvous.address]);
+    let seq = 0;
+    const registerWhileListing = async (instances: string[]): Promise<void> => {
+      rendezvous.agent.handle('rdv.info', () => ({ stun: [], instances }));
+      await client.publishWith(async () => signRecord(agent.identity, { agentId: agent.id, candidates: [], nat: 'none', portDelta: 0, seq: ++seq, expiresAt: Date.now() + 30_000 }));
+    };
+    await registerWhileListing([rendezvous.address, `${gone}@wss://127.0.0.1:9/agentlink`]);
+    expect(client.knownIds).toEqual([rendezvous.agent.id, gone]);
+    // Not naming itself (its cluster's announcements are missing, e.g. Redis restarted empty): new ones are learned,
+    // none forgotten.
+    await registerWhileListing([`${other}@wss://127.0.0.1:10/agentlink`]);
+    expect(client.knownIds).toEqual([rendezvous.agent.id, gone, other]);
+    // The whole cluster again, without `gone`: it stopped, and is forgotten (it may no longer send commands).
+    await registerWhileListing([rendezvous.address, `${other}@wss://127.0.0.1:10/agentlink`]);
+    expect(client.knownIds).toEqual([rendezvous.agent.id, other]);
+    expect(client.isRendezvous(gone)).toBe(false);
+  });
+
   it("answers rdv.punch with another agent's record: the agent dials nobody, not that other agent", async () => {
     // B: a real agent on QUIC, with a record it signed. A: the agent the victim asks for, whose record names a
     // port where nobody answers (a punch is the only way there).

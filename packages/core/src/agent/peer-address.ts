@@ -42,18 +42,50 @@ export function formatPeerAddress(id: AgentId, url: string): string {
   return `${id}@${url}`;
 }
 
-/** Known URLs per peer, most recently learned first. */
+/** URLs kept per peer, most recently learned first: a dial races them all, so older ones are dropped. */
+export const MAX_URLS_PER_PEER = 16;
+/** Peers whose URLs are kept; past it, the one learned or dialled longest ago is forgotten. */
+export const MAX_KNOWN_PEERS = 16_384;
+
+/**
+ * Known URLs per peer, most recently learned first. Bounded both ways, because what fills it is not all the
+ * user's own: `@agentlink/nat` adds every rendezvous instance a rendezvous names (a cluster's, across deploys
+ * that replace them), and an app that calls peers by `<AgentId>@<url>` adds one entry per peer it ever called.
+ * A forgotten peer is dialled again once its address is given again (or through a plugin such as `reach()`).
+ */
 export class AddressBook {
   private readonly urls = new Map<AgentId, string[]>();
+
+  constructor(
+    private readonly maxPeers = MAX_KNOWN_PEERS,
+    private readonly maxUrlsPerPeer = MAX_URLS_PER_PEER,
+  ) {}
 
   add(id: AgentId, url: URL): void {
     const text = url.href;
     const list = (this.urls.get(id) ?? []).filter((u) => u !== text);
     list.unshift(text);
+    if (list.length > this.maxUrlsPerPeer) list.length = this.maxUrlsPerPeer;
+    this.urls.delete(id); // re-inserted last: the Map's order is the order of last use
     this.urls.set(id, list);
+    if (this.urls.size > this.maxPeers) this.urls.delete(this.urls.keys().next().value!);
   }
 
   get(id: AgentId): URL[] {
-    return (this.urls.get(id) ?? []).map((u) => new URL(u));
+    const list = this.urls.get(id);
+    if (!list) return [];
+    this.urls.delete(id);
+    this.urls.set(id, list);
+    return list.map((u) => new URL(u));
+  }
+
+  /** Whether any URL is known for the peer (no allocation: the pool asks on its way to every dial). */
+  has(id: AgentId): boolean {
+    return this.urls.has(id);
+  }
+
+  /** Peers whose URLs are kept (for tests and diagnostics). */
+  get size(): number {
+    return this.urls.size;
   }
 }

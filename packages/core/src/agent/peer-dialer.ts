@@ -31,7 +31,7 @@ export class PeerDialer {
   constructor(private readonly options: PeerDialerOptions) {}
 
   canDial(peer: AgentId): boolean {
-    return this.options.addresses.get(peer).length > 0;
+    return this.options.addresses.has(peer);
   }
 
   async dial(peer: AgentId, closing: AbortSignal): Promise<Channel> {

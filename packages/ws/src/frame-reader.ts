@@ -19,7 +19,8 @@ import type { WebSocket } from 'ws';
  * (pings, which `ws` answers within its pending-pong bound; pongs; close, with its handshake and codes), fragmented
  * and text messages, frames with a non-zero mask key, frames split across reads, and every frame to refuse (RSV
  * bits, bad opcodes, a wrong MASK bit, oversize: 1002, 1008, 1009 as today). The reader only follows the frame
- * boundaries of what it hands on (at most one header of 14 bytes held) so that it can take frames again after.
+ * boundaries of what it hands on (keeping a copy of a header cut by the end of a read, at most 13 bytes) so that it
+ * can take frames again after.
  * That keeps every bound of docs/security.md where it was: what `ws` holds is only what it was handed, and a
  * frame the reader takes is never held at all.
  */
@@ -57,8 +58,8 @@ export class FrameReader {
   private owedToReceiver = 0;
   /** A fragmented message is open at `ws` (its frames, and the continuations after, all go there). */
   private fragmentOpen = false;
-  /** The start of a header cut by the end of a read, until it is whole. */
-  private readonly header = Buffer.alloc(LONGEST_HEADER);
+  /** A copy of the start of a header cut by the end of a read, to learn the frame's length once it is whole. */
+  private header: Buffer | undefined = undefined;
   private headerHave = 0;
   private stopped = false;
   private readonly maskBit: number;
@@ -93,9 +94,13 @@ export class FrameReader {
       const left = end - offset;
       const headerBytes = left < 2 ? LONGEST_HEADER : headerLength(chunk[offset + 1]!);
       if (left < headerBytes) {
-        // A header cut by the end of the read: held (at most 13 bytes) until the next read completes it.
+        // A header cut by the end of the read: the frame is ws's. Its bytes go to ws as they come (so that ws's state
+        // always matches every byte read so far: ws also writes a paused socket's last bytes to its Receiver itself
+        // when the socket closes); the reader keeps a copy (at most 13 bytes) to learn where the frame ends.
+        this.header ??= Buffer.alloc(LONGEST_HEADER);
         chunk.copy(this.header, 0, offset, end);
         this.headerHave = left;
+        this.toReceiver(chunk.subarray(offset, end));
         return;
       }
       const b0 = chunk[offset]!;
@@ -125,29 +130,28 @@ export class FrameReader {
   }
 
   /**
-   * Completes a header held from the last read with the start of this one; the frame then goes to `ws` (its header
-   * was cut, so it was never whole in one read). Returns where this read's next bytes start, or -1 if the header is
-   * still not whole.
+   * Completes the copy of a header cut by the last read with the start of this one, and hands those bytes on to
+   * `ws` too (the frame is ws's: it was never whole in one read). Returns where this read's next bytes start, or -1
+   * if the header is still not whole.
    */
   private finishHeader(chunk: Buffer): number {
-    const header = this.header;
+    const header = this.header!;
     let used = 0;
     if (this.headerHave < 2) {
       used = Math.min(2 - this.headerHave, chunk.length);
       chunk.copy(header, this.headerHave, 0, used);
       this.headerHave += used;
-      if (this.headerHave < 2) return -1;
     }
-    const headerBytes = headerLength(header[1]!);
-    const more = Math.min(headerBytes - this.headerHave, chunk.length - used);
-    chunk.copy(header, this.headerHave, used, used + more);
-    this.headerHave += more;
-    used += more;
-    if (this.headerHave < headerBytes) return -1;
+    if (this.headerHave >= 2) {
+      const more = Math.min(headerLength(header[1]!) - this.headerHave, chunk.length - used);
+      chunk.copy(header, this.headerHave, used, used + more);
+      this.headerHave += more;
+      used += more;
+    }
+    if (used > 0) this.toReceiver(chunk.subarray(0, used));
+    if (this.headerHave < 2 || this.headerHave < headerLength(header[1]!)) return -1;
     this.headerHave = 0;
     this.handOn(header[0]!, payloadLength(header, 0, header[1]!));
-    // A copy: ws keeps the buffers it is handed until it has read them.
-    this.toReceiver(Buffer.from(header.subarray(0, headerBytes)));
     return used;
   }
 

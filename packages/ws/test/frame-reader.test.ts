@@ -62,8 +62,11 @@ async function wsAlone(reads: Buffer[], isServer: boolean, maxPayload: number): 
   return events;
 }
 
-/** The reader in front of ws, fed the same reads. */
-async function readerFirst(reads: Buffer[], isServer: boolean, maxPayload: number): Promise<{ events: Event[]; framesRead: number }> {
+/**
+ * The reader in front of ws, fed the same reads. From `straightFrom` on, the reads go to ws's Receiver directly, as
+ * ws does with a paused socket's last bytes when it closes (its `socketOnClose`, bypassing any 'data' listener).
+ */
+async function readerFirst(reads: Buffer[], isServer: boolean, maxPayload: number, straightFrom = Infinity): Promise<{ events: Event[]; framesRead: number }> {
   const events: Event[] = [];
   const receiver = new Receiver({ ...RECEIVER_OPTIONS, isServer, maxPayload });
   const reader = new FrameReader({
@@ -74,8 +77,15 @@ async function readerFirst(reads: Buffer[], isServer: boolean, maxPayload: numbe
     onMessage: (data) => events.push(['message', data.toString('hex'), true]),
     pause: () => undefined,
   });
-  record(receiver, events, () => reader.stop());
-  for (const read of reads) reader.push(read);
+  let stopped = false;
+  record(receiver, events, () => {
+    stopped = true;
+    reader.stop();
+  });
+  reads.forEach((read, i) => {
+    if (i < straightFrom) reader.push(read);
+    else if (!stopped) receiver.write(read);
+  });
   await new Promise((resolve) => setImmediate(resolve));
   return { events, framesRead: reader.framesRead };
 }
@@ -166,7 +176,7 @@ function cut(bytes: Buffer, points: number[]): Buffer[] {
 }
 
 describe('FrameReader in front of ws’s Receiver', () => {
-  it('tells the same messages, pings, pongs, closes and refusals as ws alone, on ws’s own frames cut at any points', async () => {
+  it('tells the same messages, pings, pongs, closes and refusals as ws alone, on ws’s own frames cut at any points (and with ws reading the last reads itself)', async () => {
     await fc.assert(
       fc.asyncProperty(
         fc.array(part, { minLength: 1, maxLength: 8 }),
@@ -175,7 +185,8 @@ describe('FrameReader in front of ws’s Receiver', () => {
         fc.uint8Array({ minLength: 4, maxLength: 4 }),
         fc.constantFrom(200, 5 + 64 * 1024, 0x10000 + 100),
         fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { maxLength: 12 }),
-        async (parts, masking, randomKey, maxPayload, points) => {
+        fc.option(fc.nat({ max: 12 }), { nil: undefined }),
+        async (parts, masking, randomKey, maxPayload, points, straightFrom) => {
           const isServer = masking !== 'unmasked';
           const key = masking === 'zero-key' ? Buffer.alloc(4) : masking === 'random-key' ? Buffer.from(randomKey) : undefined;
           // The wrong MASK bit for this side: unmasked at a server, masked at a client.
@@ -183,7 +194,7 @@ describe('FrameReader in front of ws’s Receiver', () => {
           const bytes = bytesOf(parts, key, wrongKey);
           const reads = cut(bytes, points);
           const expected = await wsAlone(reads.map((read) => Buffer.from(read)), isServer, maxPayload);
-          const got = await readerFirst(reads.map((read) => Buffer.from(read)), isServer, maxPayload);
+          const got = await readerFirst(reads.map((read) => Buffer.from(read)), isServer, maxPayload, straightFrom);
           expect(got.events).toEqual(expected);
         },
       ),

@@ -1,7 +1,8 @@
 import { AgentError, type AgentId, type Refusal } from '@agentlink/core';
-import { MuxedChannel, claimHeadroom, type Channel, type ChannelStream, type MessagePipe, type MuxOptions } from '@agentlink/core/transport';
+import { MUX_HEADER_BYTES, MuxedChannel, claimHeadroom, type Channel, type ChannelStream, type MessagePipe, type MuxOptions } from '@agentlink/core/transport';
 import type { Duplex } from 'node:stream';
 import type { WebSocket } from 'ws';
+import { readFramesFirst } from './frame-reader.js';
 import { TurnBatch } from './turn-batch.js';
 import { webSocketHeaderBytes, writeWebSocketHeader } from './ws-frame-header.js';
 
@@ -28,8 +29,8 @@ export function channelOverWebSocket(
     /** Refusals of the mux (streams past its limit, a peer that does not read), for the agent to count. */
     onRefused?(refusal: Refusal): void;
     mux?: MuxOptions;
-    /** The largest mux body this side's WebSocket takes (its maxPayload − 5), announced to the peer. */
-    largestBodyTaken?: number;
+    /** ws's maxPayload on this socket: the largest message this side takes, whoever reads it (see FrameReader). */
+    maxPayload: number;
   },
 ): MuxedChannel {
   const pipe = new WebSocketPipe(socket, raw, new TurnBatch(raw), init.role === 'dialer');
@@ -41,10 +42,14 @@ export function channelOverWebSocket(
     role: init.role,
     onStream: init.onStream,
     onRefused: init.onRefused,
-    largestBodyTaken: init.largestBodyTaken,
+    // The largest mux body this side takes, announced to the peer.
+    largestBodyTaken: init.maxPayload - MUX_HEADER_BYTES,
     pipe,
   });
   pipe.channel = channel;
+  // The frames of calls are read here, in the TLS socket's data callback; ws reads the rest (frame-reader.ts).
+  readFramesFirst(socket, raw, { isServer: init.role === 'listener', maxPayload: init.maxPayload, onMessage: (data) => channel.receive(data) });
+  // What ws reads: messages in fragments or with a mask key that is not zero (other clients), and text.
   socket.on('message', (data, isBinary) => {
     if (!isBinary) {
       void channel.close(new AgentError('PROTOCOL_ERROR', 'text message on an agentlink channel'));

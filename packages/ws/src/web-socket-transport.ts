@@ -80,6 +80,12 @@ const REFUSAL_LINGER_MS = 1000;
 function ignore(): void {}
 /** ws's options for MAX_PENDING_PONGS (from ws 8.23) and MAX_FRAGMENTS (from 8.22); @types/ws 8.18 lists neither. */
 const frameBounds = { maxPendingAutoPongs: MAX_PENDING_PONGS, maxFragments: MAX_FRAGMENTS } as object;
+/**
+ * ws emits 'message', 'ping' and 'pong' as it reads them (ws's default since 8.17, set here because the channel
+ * relies on it): the frame reader in front of ws (frame-reader.ts) takes the frames after them in the same read,
+ * which a deferred event would then follow instead of precede.
+ */
+const SYNCHRONOUS_EVENTS = true;
 
 /**
  * The WebSocket channel: `wss://` over TLS 1.3 where both sides present a self-signed certificate of their
@@ -114,7 +120,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
         // Garbage that parses as the start of a TLS record would otherwise hold its socket for node's 120 s.
         handshakeTimeout: guard.handshakeTimeoutMs,
       });
-      const wss = new WebSocketServer({ noServer: true, maxPayload, perMessageDeflate: false, ...frameBounds });
+      const wss = new WebSocketServer({ noServer: true, maxPayload, perMessageDeflate: false, allowSynchronousEvents: SYNCHRONOUS_EVENTS, ...frameBounds });
       guard.attach(server);
       // Right when the handshake ends: a client without an agent certificate gets its 401 now, not after sending
       // a request (or holding the socket until node's header timeout).
@@ -141,7 +147,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
             onStream: context.onStream,
             onRefused: context.onRefused,
             mux,
-            largestBodyTaken: maxPayload - MUX_HEADER_BYTES,
+            maxPayload,
           });
           guard.adopt(tlsSocket, channel);
           context.onChannel(channel);
@@ -171,6 +177,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
           rejectUnauthorized: false,
           maxPayload,
           perMessageDeflate: false,
+          allowSynchronousEvents: SYNCHRONOUS_EVENTS,
           ...frameBounds,
           localAddress: options.localAddress,
           generateMask: zeroMask,
@@ -214,7 +221,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
               onStream: context.onStream,
               onRefused: context.onRefused,
               mux,
-              largestBodyTaken: maxPayload - MUX_HEADER_BYTES,
+              maxPayload,
             }),
           );
         });

@@ -278,7 +278,8 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
       this.addresses.delete(evictable);
       this.learned = this.learned.filter((l) => l !== evictable);
     }
-    this.agent.addPeer(reference);
+    // Not given to core here: each call passes the address (`at`), so core's address book holds the instances the
+    // agent calls, not every one a rendezvous lists (fresh ones at each heartbeat pushed the app's peers out of it).
     this.addresses.set(id, reference);
     return id;
   }

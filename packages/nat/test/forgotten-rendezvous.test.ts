@@ -33,3 +33,29 @@ describe("a rendezvous the agent's address book forgot", () => {
     expect(registrations).toBe(2);
   });
 });
+
+describe('instances a rendezvous lists', () => {
+  // Each rdv.info renews the instances the client keeps: those no longer listed are forgotten, new ones learned.
+  // Each learned one was given to core's address book at once, called or not: a rendezvous naming fresh instances
+  // at every heartbeat (15 every 15 s) pushed the app's own peers out of the book (16,384 places) within hours,
+  // and a call by AgentId to a peer the app had given by address failed "no address known".
+  it("do not push the app's peers out of core's address book unless the agent calls them", async () => {
+    const rendezvous = await createAgent({ channels: [webSocket({ port: 0, host: '127.0.0.1' })] });
+    const friend = await createAgent({ channels: [webSocket({ port: 0, host: '127.0.0.1' })] });
+    const agent = await createAgent({ channels: [webSocket()] });
+    agents.push(agent, friend, rendezvous);
+    friend.handle('echo', (n: number) => n);
+    agent.addPeer(friend.addresses[0]!); // the app's: called later by its AgentId
+    let listed: string[] = [];
+    rendezvous.handle('rdv.info', () => ({ stun: [], instances: [rendezvous.addresses[0]!, ...listed] }));
+    rendezvous.handle('rdv.register', () => ({ ok: true }));
+    const client = new RendezvousClient(agent, [rendezvous.addresses[0]!]);
+    const signed = await signRecord(agent.identity, { agentId: agent.id, candidates: [], nat: 'none', portDelta: 0, seq: 1, expiresAt: Date.now() + 30_000 });
+    for (let round = 0; round * 15 <= MAX_KNOWN_PEERS; round++) {
+      listed = Array.from({ length: 15 }, () => `${agentIdFromPublicKey(randomBytes(32))}@wss://127.0.0.1:9/agentlink`);
+      await client.publishWith(async () => signed);
+    }
+    expect(client.knownIds).toHaveLength(16); // the latest list is kept, as before
+    expect(await agent.send(friend.id, 'echo', 7)).toBe(7);
+  }, 60_000);
+});

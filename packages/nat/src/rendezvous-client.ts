@@ -258,10 +258,21 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
    * the current one makes room); returns its AgentId.
    */
   private learn(reference: string, { evict = false } = {}): AgentId | undefined {
-    const known = this.addresses.size;
+    const known = this.knownId(reference);
     const id = this.add(reference, evict ? this.learned.find((l) => l !== this.current) : undefined);
-    if (id !== undefined && this.addresses.size > known) this.learned.push(id);
+    // New, whether it found a free place or took an evicted one's (the size alone said "not new" then: the id was
+    // kept but never renewed nor forgotten, and each such rdv.route answer left one place fewer to learn in).
+    if (id !== undefined && !known) this.learned.push(id);
     return id;
+  }
+
+  /** Whether `reference` names a rendezvous kept already (a malformed one is for `add` to refuse). */
+  private knownId(reference: string): boolean {
+    try {
+      return this.addresses.has(parsePeerReference(reference).id);
+    } catch {
+      return false;
+    }
   }
 
   /** Keeps `reference` (once, up to MAX_RENDEZVOUS, forgetting `evictable` to make room); returns its AgentId. */

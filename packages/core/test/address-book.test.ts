@@ -1,6 +1,15 @@
-import { describe, expect, it } from 'vitest';
-import { Identity, type AgentId } from '../src/index.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Identity, createAgent, type Agent, type AgentId } from '../src/index.js';
+import type { ListenContext } from '../src/transport.js';
+import { randomBytes } from 'node:crypto';
 import { AddressBook, MAX_KNOWN_PEERS, MAX_URLS_PER_PEER } from '../src/agent/peer-address.js';
+import { agentIdFromPublicKey } from '../src/identity/agent-id.js';
+import { memoryTransport } from './memory-transport.js';
+
+const agents: Agent[] = [];
+afterEach(async () => {
+  await Promise.all(agents.splice(0).map((a) => a.close()));
+});
 
 const peers = Array.from({ length: 4 }, () => Identity.generate().id);
 const url = (n: number): URL => new URL(`wss://10.0.0.${n}:4433/agentlink`);
@@ -40,5 +49,25 @@ describe('AddressBook', () => {
     expect(book.size).toBe(MAX_KNOWN_PEERS);
     expect(book.has(`${id.slice(0, -8)}${'0'.repeat(8)}` as AgentId)).toBe(false);
     expect(book.has(`${id.slice(0, -8)}${String(MAX_KNOWN_PEERS + 99).padStart(8, '0')}` as AgentId)).toBe(true);
+  });
+});
+
+describe("an agent's address book, once it forgot a peer", () => {
+  // The agent remembers each `<AgentId>@<url>` text it resolved (4,096 of them) and skips the address book for it
+  // the next time. A peer forgotten by the book meanwhile (16,384 others learned since: a cluster's instances over
+  // deploys, an app's addPeer) could then not be dialled again even by its full address, which the docs promise:
+  // "no address known for … call it as <AgentId>@<url>", for a call made exactly so.
+  it('reaches it again when called by its full address, as before', async () => {
+    const network = new Map<string, ListenContext>();
+    const server = await createAgent({ channels: [memoryTransport(network, 'server')] });
+    const client = await createAgent({ channels: [memoryTransport(network)] });
+    agents.push(server, client);
+    server.handle('echo', (n: number) => n);
+    const address = server.addresses[0]!;
+    expect(await client.send(address, 'echo', 1)).toBe(1);
+    await Promise.all(client.channels(server.id).map((channel) => channel.close())); // the next call dials
+
+    for (let n = 0; n < MAX_KNOWN_PEERS; n++) client.addPeer(`${agentIdFromPublicKey(randomBytes(32))}@memory://elsewhere`);
+    expect(await client.send(address, 'echo', 2)).toBe(2);
   });
 });

@@ -3,7 +3,7 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { encodeMessage, isResponse, readMessages } from './json-rpc.js';
 import { MAX_UNSENT_MCP_BYTES, MAX_UNSENT_MCP_MESSAGES } from './limits.js';
-import { cancelledIdOf, MAX_MCP_REQUESTS_IN_FLIGHT, RequestsInFlight, requestIdOf, tooManyRequests } from './requests-in-flight.js';
+import { cancelledIdOf, MAX_MCP_REQUESTS_IN_FLIGHT, RequestsInFlight, requestIdOf } from './requests-in-flight.js';
 
 export const DEFAULT_MCP_METHOD = 'mcp';
 
@@ -95,8 +95,9 @@ export class AgentlinkClientTransport implements Transport {
   /** A message from the server, to the SDK unless it is a request over the in-flight bound (answered here). */
   private receive(call: DuplexCall<string, string>, message: JSONRPCMessage): void {
     const id = requestIdOf(message);
-    if (id !== undefined && !this.inFlight.admit(id)) {
-      this.sendAnswer(call, encodeMessage(tooManyRequests(id))).catch(() => undefined);
+    const refused = id === undefined ? undefined : this.inFlight.take(id);
+    if (refused) {
+      this.sendAnswer(call, encodeMessage(refused)).catch(() => undefined);
       return;
     }
     const cancelled = cancelledIdOf(message);

@@ -10,6 +10,8 @@ import type { JSONRPCMessage, RequestId } from '@modelcontextprotocol/sdk/types.
 export const MAX_MCP_REQUESTS_IN_FLIGHT = 1024;
 /** The JSON-RPC error code of that answer (in the range JSON-RPC leaves to servers). */
 export const TOO_MANY_MCP_REQUESTS = -32029;
+/** JSON-RPC's Invalid Request: the answer to a request whose id is in flight already in its session. */
+const INVALID_REQUEST = -32600;
 
 /**
  * Requests of each peer being worked on, over all its sessions with one server (`serveMcp`), including handlers
@@ -46,7 +48,7 @@ interface Requests {
 }
 
 /**
- * The requests of one session being worked on: counted per id (a client may reuse an id; each is a handler). A
+ * The requests of one session being worked on, by id (one in flight per id: `take` refuses another). A
  * request's slot is given back when it is answered, or when it is cancelled — and then, where handlers are
  * watched (handler-watch.ts), only once its handler returned: a handler that ignores its abort signal runs on, and
  * a client cancelling and calling it again and again would otherwise start more than the bound.
@@ -76,6 +78,18 @@ export class RequestsInFlight {
     else this.requests.set(id, { admitted: 1, running: 0, cancelledRunning: 0 });
     this.count(1);
     return true;
+  }
+
+  /**
+   * Admits request `id`, or returns the answer that refuses it. A request whose id is in flight already in this
+   * session is refused (MCP forbids reusing an id in a session): the SDK keys handlers by id, and with two of one id
+   * a cancel aborted the later one while the earlier one was answered, so the answer and the cancelled handler's
+   * end both gave a slot back while a tool that ignored its abort ran on, holding none (the bound was passed by
+   * one tool per such round).
+   */
+  take(id: RequestId): JSONRPCMessage | undefined {
+    if (this.requests.has(id)) return { jsonrpc: '2.0', id, error: { code: INVALID_REQUEST, message: `request id ${JSON.stringify(id)} is in flight already in this session` } };
+    return this.admit(id) ? undefined : tooManyRequests(id);
   }
 
   /**

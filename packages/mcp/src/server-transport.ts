@@ -6,7 +6,7 @@ import { DEFAULT_MCP_METHOD } from './client-transport.js';
 import { watchRequestHandlers } from './handler-watch.js';
 import { encodeMessage, isResponse, readMessages } from './json-rpc.js';
 import { MAX_UNSENT_MCP_BYTES, MAX_UNSENT_MCP_MESSAGES } from './limits.js';
-import { cancelledIdOf, MAX_MCP_REQUESTS_IN_FLIGHT, PeerRequests, RequestsInFlight, requestIdOf, tooManyRequests } from './requests-in-flight.js';
+import { cancelledIdOf, MAX_MCP_REQUESTS_IN_FLIGHT, PeerRequests, RequestsInFlight, requestIdOf } from './requests-in-flight.js';
 
 /** What the SDK's `Server` and `McpServer` both offer: connecting one transport. */
 export interface McpServerLike {
@@ -156,8 +156,9 @@ export class AgentlinkServerTransport implements Transport {
   /** A message from the client, to the SDK unless it is a request over the in-flight bound (answered here). */
   private receive(message: JSONRPCMessage): void {
     const id = requestIdOf(message);
-    if (id !== undefined && !this.inFlight.admit(id)) {
-      this.enqueue(encodeMessage(tooManyRequests(id))).catch(() => undefined);
+    const refused = id === undefined ? undefined : this.inFlight.take(id);
+    if (refused) {
+      this.enqueue(encodeMessage(refused)).catch(() => undefined);
       return;
     }
     const cancelled = cancelledIdOf(message);

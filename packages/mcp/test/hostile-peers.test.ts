@@ -325,6 +325,86 @@ describe('MCP tools that outlive their session (ws, loopback)', () => {
   });
 });
 
+describe('MCP requests with an id already in flight (ws, loopback)', () => {
+  // The SDK keys a session's handlers by request id, and the bound counted handlers per id: with two requests of
+  // one id in flight, a cancel aborted the later one (a tool that ignores it runs on) while the earlier one was
+  // answered; its answer and its handler's end both gave a slot back, and the tool still running held none. One
+  // such round per stubborn tool, and a client ran as many as it liked past MAX_MCP_REQUESTS_IN_FLIGHT.
+  it('is refused: a cancel and an answer cannot both give back the slot of a tool that runs on', async () => {
+    const server = await createAgent({ channels: [webSocket({ port: 0, host: '127.0.0.1' })] });
+    const caller = await createAgent({ channels: [webSocket()] });
+    let running = 0;
+    const events = new EventEmitter();
+    let release!: () => void;
+    const stubbornGate = new Promise<void>((resolve) => (release = resolve));
+    let finishGated!: () => void;
+    const gatedGate = new Promise<void>((resolve) => (finishGated = resolve));
+    serveMcp(server, () => {
+      const mcp = new McpServer({ name: 'stubborn', version: '1.0.0' });
+      mcp.registerTool('stubborn', { description: 'ignores its abort signal' }, async (extra) => {
+        extra.signal.addEventListener('abort', () => events.emit('aborted'));
+        events.emit('running', ++running);
+        await stubbornGate;
+        running--;
+        return { content: [] };
+      });
+      mcp.registerTool('gated', { description: 'returns when the test says, abort or not' }, async (extra) => {
+        extra.signal.addEventListener('abort', () => events.emit('aborted'));
+        events.emit('gated');
+        await gatedGate;
+        events.emit('gated-done');
+        return { content: [] };
+      });
+      return mcp;
+    });
+    const call = caller.duplex<string, string>(server.addresses[0]!, 'mcp');
+    const answers: Array<{ id?: unknown; error?: { code: number } }> = [];
+    void (async () => {
+      for await (const text of call) {
+        const message = JSON.parse(text) as { id?: unknown; error?: { code: number } };
+        answers.push(message);
+        events.emit('answer', message);
+      }
+    })().catch(() => undefined);
+    const answered = (id: unknown) => new Promise<{ error?: { code: number } }>((resolve) => events.on('answer', (a: { id?: unknown; error?: { code: number } }) => a.id === id && resolve(a)));
+    const tool = (id: string | number, name: string) => call.send(JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: {} } }));
+    const until = (count: number) => new Promise<void>((resolve) => (running >= count ? resolve() : events.on('running', (n: number) => n >= count && resolve())));
+    try {
+      const init = answered('init');
+      await call.send(JSON.stringify({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'reuser', version: '1' } } }));
+      await init;
+      await call.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      const stubborn = MAX_MCP_REQUESTS_IN_FLIGHT - 2;
+      for (let n = 1; n <= stubborn; n++) await tool(n, 'stubborn');
+      await until(stubborn);
+
+      const gated = once(events, 'gated');
+      await tool('x', 'gated');
+      await gated;
+      // The same id while the first runs: before, a stubborn tool ran for it; now it is refused.
+      const secondX = Promise.race([until(stubborn + 1), answered('x')]);
+      await tool('x', 'stubborn');
+      await secondX;
+      const aborted = once(events, 'aborted');
+      await call.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'x' } }));
+      await aborted; // the SDK aborted the 'x' it knows last (the stubborn one before, which ran on)
+      const done = once(events, 'gated-done');
+      finishGated(); // the first 'x' returns (answered before: the SDK had not aborted it)
+      await done;
+      const last = answered('w');
+      for (const id of ['y', 'z', 'w']) await tool(id, 'stubborn');
+      expect((await last).error?.code).toBe(TOO_MANY_MCP_REQUESTS);
+      // Before: 1,025 (the second 'x', 'y' and 'z' all ran: the first 'x' gave its slot back twice).
+      expect(running).toBe(MAX_MCP_REQUESTS_IN_FLIGHT);
+    } finally {
+      release();
+      call.abort();
+      await caller.close();
+      await server.close();
+    }
+  });
+});
+
 describe('MCP requests in flight on the client', () => {
   it('a server asking for sampling that never ends, over and over: the client works on at most the bound, the rest are answered at once', async () => {
     const server = await createAgent({ channels: [webSocket({ port: 0, host: '127.0.0.1' })] });

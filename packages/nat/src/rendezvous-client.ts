@@ -110,11 +110,11 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
   /** Asks for STUN servers (and a cluster's instances) and publishes the record, at the first instance that answers. */
   async publishWith(sign: (stun: HostPort[]) => Promise<SignedRecord>): Promise<AgentId> {
     return this.failover(async (id) => {
-      const info = checkInfo(await this.agent.send<unknown>(id, 'rdv.info', undefined, { timeoutMs: 5000 }).catch((error: unknown) => this.explain(error, id)));
+      const info = checkInfo(await this.agent.send<unknown>(this.at(id), 'rdv.info', undefined, { timeoutMs: 5000 }).catch((error: unknown) => this.explain(error, id)));
       if (info.instances !== undefined) this.relearn(id, info.instances);
       const servers = info.stun.map((s) => ({ host: s.host ?? this.host(id), port: s.port }));
       const signed = await sign(servers);
-      await this.agent.send(id, 'rdv.register', signed, { timeoutMs: 5000 });
+      await this.agent.send(this.at(id), 'rdv.register', signed, { timeoutMs: 5000 });
       this.current = id;
       this.stunServers = servers;
       this.watchControlChannel();
@@ -124,7 +124,7 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
 
   async publish(record: SignedRecord): Promise<void> {
     await this.failover(async (id) => {
-      await this.agent.send(id, 'rdv.register', record, { timeoutMs: 5000 });
+      await this.agent.send(this.at(id), 'rdv.register', record, { timeoutMs: 5000 });
       this.current = id;
     });
   }
@@ -135,7 +135,7 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
    * of a cluster answers from the store all its instances share, so the others would say the same.
    */
   async resolve(peer: AgentId, signal?: AbortSignal): Promise<PeerRecord> {
-    const ask = (id: AgentId) => this.agent.send<SignedRecord>(id, 'rdv.lookup', { agentId: peer }, { signal, timeoutMs: 5000 });
+    const ask = (id: AgentId) => this.agent.send<SignedRecord>(this.at(id), 'rdv.lookup', { agentId: peer }, { signal, timeoutMs: 5000 });
     const configured = [this.current, ...this.configured.filter((id) => id !== this.current)];
     const learned = this.learned.filter((id) => id !== this.current).slice(0, MAX_LEARNED_PER_LOOKUP);
     let last: unknown;
@@ -157,7 +157,7 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
   }
 
   requestPunch(peer: AgentId, signal: AbortSignal, timeoutMs: number): Promise<SignedRecord> {
-    return this.agent.send<SignedRecord>(this.currentId, 'rdv.punch', { target: peer }, { signal, timeoutMs });
+    return this.agent.send<SignedRecord>(this.at(this.currentId), 'rdv.punch', { target: peer }, { signal, timeoutMs });
   }
 
   /**
@@ -168,7 +168,7 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
   async openRelay(peer: AgentId, signal: AbortSignal): Promise<ChannelStream> {
     let via = this.currentId;
     try {
-      const route = await this.agent.send<unknown>(via, 'rdv.route', { target: peer }, { signal, timeoutMs: 5000 });
+      const route = await this.agent.send<unknown>(this.at(via), 'rdv.route', { target: peer }, { signal, timeoutMs: 5000 });
       const address = typeof route === 'object' && route !== null ? (route as { address?: unknown }).address : undefined;
       // A malformed answer is the rendezvous's fault (it was a TypeError, or a non-string reached the address parser).
       if (typeof address !== 'string' || address.length > 1024) throw new AgentError('PROTOCOL_ERROR', "the rendezvous's rdv.route answer is not an address");
@@ -177,7 +177,7 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
       // A rendezvous of one instance from before clusters has no rdv.route: it holds every control channel.
       if (toAgentError(error).code !== 'NO_HANDLER') throw error;
     }
-    const { stream } = await this.agent.openTunnel(via, 'rdv.relay', { target: peer }, { signal, timeoutMs: 10_000 });
+    const { stream } = await this.agent.openTunnel(this.at(via), 'rdv.relay', { target: peer }, { signal, timeoutMs: 10_000 });
     return stream;
   }
 
@@ -258,10 +258,21 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
    * the current one makes room); returns its AgentId.
    */
   private learn(reference: string, { evict = false } = {}): AgentId | undefined {
-    const known = this.addresses.size;
+    const known = this.knownId(reference);
     const id = this.add(reference, evict ? this.learned.find((l) => l !== this.current) : undefined);
-    if (id !== undefined && this.addresses.size > known) this.learned.push(id);
+    // New, whether it found a free place or took an evicted one's (the size alone said "not new" then: the id was
+    // kept but never renewed nor forgotten, and each such rdv.route answer left one place fewer to learn in).
+    if (id !== undefined && !known) this.learned.push(id);
     return id;
+  }
+
+  /** Whether `reference` names a rendezvous kept already (a malformed one is for `add` to refuse). */
+  private knownId(reference: string): boolean {
+    try {
+      return this.addresses.has(parsePeerReference(reference).id);
+    } catch {
+      return false;
+    }
   }
 
   /** Keeps `reference` (once, up to MAX_RENDEZVOUS, forgetting `evictable` to make room); returns its AgentId. */
@@ -278,9 +289,19 @@ export class RendezvousClient implements Discovery, PunchCoordinator, RelayServi
       this.addresses.delete(evictable);
       this.learned = this.learned.filter((l) => l !== evictable);
     }
-    this.agent.addPeer(reference);
+    // Not given to core here: each call passes the address (`at`), so core's address book holds the instances the
+    // agent calls, not every one a rendezvous lists (fresh ones at each heartbeat pushed the app's peers out of it).
     this.addresses.set(id, reference);
     return id;
+  }
+
+  /**
+   * How a call reaches rendezvous `id`: by its whole address, so that core learns it again if its address book
+   * forgot it (it keeps 16,384 peers, the one dialled longest ago going first, and a control channel that stays up
+   * never dials): given once, when first learned, the rendezvous could not be dialled again once the channel dropped.
+   */
+  private at(id: AgentId): string {
+    return this.addresses.get(id) ?? id;
   }
 
   private host(id: AgentId): string {

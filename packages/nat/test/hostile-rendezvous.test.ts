@@ -118,6 +118,27 @@ describe('an agent against a hostile rendezvous', () => {
     expect(client.isRendezvous(gone)).toBe(false);
   });
 
+  it('an rdv.route answer that makes room is kept as a learned instance: renewed, forgotten when no longer listed', async () => {
+    const rendezvous = await hostileRendezvous({ stun: [] });
+    const { agent } = await reachingAgent(rendezvous.address);
+    const client = new RendezvousClient(agent, [rendezvous.address]);
+    const nowhere = (id: string) => `${id}@wss://127.0.0.1:9/agentlink`;
+    const listed = Array.from({ length: 15 }, () => Identity.generate().id);
+    rendezvous.agent.handle('rdv.info', () => ({ stun: [], instances: [rendezvous.address, ...listed.map(nowhere)] }));
+    const sign = async () => signRecord(agent.identity, { agentId: agent.id, candidates: [], nat: 'none', portDelta: 0, seq: Date.now(), expiresAt: Date.now() + 30_000 });
+    await client.publishWith(sign);
+    expect(client.knownIds).toHaveLength(16); // full
+    const routed = Identity.generate().id;
+    rendezvous.agent.handle('rdv.route', () => ({ address: nowhere(routed) }));
+    await expect(client.openRelay(Identity.generate().id, new AbortController().signal)).rejects.toBeInstanceOf(AgentError); // nobody there
+    // Before: it took the oldest learned one's place but was not counted as learned: never renewed nor forgotten
+    // (a command from it was taken for good), and each such answer left one place fewer to learn instances in.
+    expect(client.knownIds).toEqual([rendezvous.agent.id, ...listed.slice(1), routed]);
+    await client.publishWith(sign); // the cluster, as listed, does not name it: it is forgotten
+    expect(client.isRendezvous(routed)).toBe(false);
+    expect(client.knownIds).toHaveLength(16);
+  });
+
   it("answers rdv.punch with another agent's record: the agent dials nobody, not that other agent", async () => {
     // B: a real agent on QUIC, with a record it signed. A: the agent the victim asks for, whose record names a
     // port where nobody answers (a punch is the only way there).

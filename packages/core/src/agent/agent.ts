@@ -396,7 +396,7 @@ export class Agent {
     void serveInboundStream(stream, channel, this.inboundDeps);
   }
 
-  /** Parses a peer reference once; later calls with the same text skip parsing and the address book. */
+  /** Parses a peer reference once; later calls with the same text skip parsing (and the address book, while it keeps the peer). */
   private resolvePeer(peer: string): AgentId {
     if (this.closedReason) throw this.closedReason;
     let id = this.resolvedPeers.get(peer);
@@ -404,6 +404,10 @@ export class Agent {
       id = this.addPeer(peer);
       if (this.resolvedPeers.size >= RESOLVED_PEER_CACHE) this.resolvedPeers.clear();
       this.resolvedPeers.set(peer, id);
+    } else if (peer.length !== id.length && !this.addressBook.has(id)) {
+      // Given with its address, and forgotten by the address book since (it keeps MAX_KNOWN_PEERS): learned again
+      // from the text, as the first call did; skipping it left "no address known" for a call made by address.
+      this.addPeer(peer);
     }
     return id;
   }

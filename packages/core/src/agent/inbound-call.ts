@@ -135,6 +135,8 @@ class InboundCall implements CallInfo, CallControl, MessageReceiver {
   /** Why the call ended early; ctx.signal is made only when the handler reads it. */
   private readonly aborted = new LazyAbort();
   private timer: NodeJS.Timeout | undefined;
+  /** The handler's `ctx`, told when the deadline stops applying (`endDeadline`). */
+  private context: InboundContext | undefined;
   replied = false;
   private watching = false;
   /** The watch on the caller saw what ended it (see `watchCaller`). */
@@ -226,6 +228,7 @@ class InboundCall implements CallInfo, CallControl, MessageReceiver {
     // The reply travels at the caller's priority, where the transport can order streams.
     if (request.priority !== 'normal') this.framed.stream.setPriority?.(request.priority);
     const context = new InboundContext(this.peer, this.remoteAddress, request.method, this.aborted, this.deadline, request.priority, this.metadata);
+    this.context = context;
     if (entry.kind !== 'unary') return void this.serveAsync(entry, context, out);
     try {
       const result = entry.handler(request.body, context);
@@ -289,9 +292,15 @@ class InboundCall implements CallInfo, CallControl, MessageReceiver {
     if (watchCaller && !this.watching) this.watchCaller();
   }
 
+  /** The deadline no longer applies: its timer stops, and `ctx.signal` no longer brings it to calls made with it. */
+  private endDeadline(): void {
+    clearTimeout(this.timer);
+    this.context?.deadlineEnded();
+  }
+
   /** The call is over: its deadline no longer matters; a caller whose end we never read is read now. */
   finished(): void {
-    clearTimeout(this.timer);
+    this.endDeadline();
     this.incoming?.drop(); // the caller's items still on their way are read and discarded
     if (!this.watching) this.watchCaller(); // reads the caller's end, which frees the stream
   }
@@ -300,7 +309,7 @@ class InboundCall implements CallInfo, CallControl, MessageReceiver {
   private async openTunnel(handler: TunnelHandler, context: CallContext): Promise<void> {
     const { accept, onOpen } = await handler(this.request.body, context);
     this.checkNotAborted();
-    clearTimeout(this.timer); // the deadline bounded the opening; the tunnel lives as long as its owner wants
+    this.endDeadline(); // the deadline bounded the opening; the tunnel lives as long as its owner wants
     this.replied = true;
     try {
       await this.framed.send({ type: 'response', body: accept ?? null });
@@ -415,7 +424,7 @@ class InboundCall implements CallInfo, CallControl, MessageReceiver {
 
   /** Sends the error as the call's reply; refused before the handler ran, it also reads the caller's end. */
   async replyError(error: AgentError): Promise<void> {
-    clearTimeout(this.timer);
+    this.endDeadline();
     this.incoming?.drop();
     if (this.aborted.reason) return; // the stream was reset when the call aborted
     this.replied = true; // a caller whose side ends with ours (endsWithPeer) has not cancelled

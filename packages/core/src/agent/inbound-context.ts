@@ -1,6 +1,6 @@
 import type { AgentId } from '../identity/agent-id.js';
 import type { LazyAbort } from '../util/lazy-abort.js';
-import { setSignalDeadline } from '../util/signal-deadline.js';
+import { clearSignalDeadline, setSignalDeadline } from '../util/signal-deadline.js';
 import type { Priority } from '../wire/messages.js';
 import type { CallContext } from './handlers.js';
 
@@ -12,6 +12,7 @@ import type { CallContext } from './handlers.js';
  */
 export class InboundContext implements CallContext {
   readonly #aborted: LazyAbort;
+  /** The signal was marked with the deadline, or the deadline ended (`deadlineEnded`): it is not marked again. */
   #marked = false;
 
   constructor(
@@ -34,5 +35,15 @@ export class InboundContext implements CallContext {
       this.#marked = true;
     }
     return signal;
+  }
+
+  /**
+   * The call's deadline stopped applying (core cleared its timer: the tunnel opened, or the call is over). The
+   * signal then no longer aborts at the deadline, so a call made with it later (a tunnel's owner calling on, work
+   * the handler left running) takes its own deadline: cut to this one, it failed DEADLINE_EXCEEDED at once.
+   */
+  deadlineEnded(): void {
+    if (this.#marked && this.deadline !== undefined) clearSignalDeadline(this.#aborted.signal);
+    this.#marked = true;
   }
 }

@@ -12,6 +12,11 @@ export function setSignalDeadline(signal: AbortSignal, deadline: number): void {
   deadlines.set(signal, deadline);
 }
 
+/** `signal`'s call no longer has that deadline (its tunnel is open, or the call is over): calls made with it now keep their own. */
+export function clearSignalDeadline(signal: AbortSignal): void {
+  deadlines.delete(signal);
+}
+
 /** The deadline `signal` was marked with, if it is a handler's `ctx.signal` with a deadline. */
 export function signalDeadline(signal: AbortSignal): number | undefined {
   return deadlines.get(signal);

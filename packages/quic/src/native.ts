@@ -9,6 +9,13 @@ export interface NativeStream {
   tryWrite(data: Buffer): number;
   /** `tryWrite`, then `tryFinish` when all of `data` was taken, in one call; returns the bytes taken. */
   tryWriteFinish(data: Buffer): number;
+  /**
+   * True while the last write `tryWriteFinish` handed to the engine's thread whole is still there (waiting for
+   * credit) or failed there: taken is not yet written, and `heldWrite` tells how it ended.
+   */
+  writeHeld(): boolean;
+  /** Resolves once that held last write is written and the stream finished; fails as `write` does. */
+  heldWrite(): Promise<void>;
   write(data: Buffer): Promise<void>;
   /** Bytes ready now; an empty buffer once the peer's end was reached; null when nothing is ready. */
   tryRead(max: number): Buffer | null;

@@ -196,6 +196,16 @@ export class QuicChannelStream implements ChannelStream, PushReader {
         return this.writeFailed(error);
       }
       if (taken === data.length) {
+        // Taken whole may still be waiting in the engine for the peer's credit (a small last write is written
+        // and finished on the engine's thread): written, and the stream done, only once that settled. Until
+        // then the stream counts as open (an idle close must not cut it), and its failure is the writer's.
+        if (this.native.writeHeld()) {
+          const held = this.native.heldWrite().then(
+            () => this.ended(),
+            (error: unknown) => this.writeFailed(error),
+          );
+          return this.holdUntilSent(held);
+        }
         this.ended();
         return WRITTEN;
       }

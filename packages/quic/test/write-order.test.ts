@@ -18,6 +18,8 @@ function creditedStream(credit: number) {
       return taken;
     },
     tryWriteFinish: (data) => native.tryWrite(data),
+    writeHeld: () => false,
+    heldWrite: async () => undefined,
     write: (data) => new Promise<void>((resolve, reject) => waiting.push({ data: Buffer.from(data), done: resolve, fail: reject })),
     tryRead: () => null,
     read: () => new Promise(() => undefined),

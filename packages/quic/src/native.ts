@@ -87,6 +87,8 @@ export interface NativeRefusal {
   remoteAddress: string;
   /** Empty for limit refusals. */
   detail: string;
+  /** The agent key of the peer it concerns, where known: an evicted connection that had proved its key. */
+  peerKey?: Buffer | null;
 }
 
 /** A dial in progress; `cancel` abandons its handshake (the engine closes it). */

@@ -1,6 +1,6 @@
-import { AgentError, Identity } from '@agentlink/core';
-import { selfSignedCertificate, WRITTEN, type Channel, type ChannelStream, type ListenContext } from '@agentlink/core/transport';
-import { afterEach, describe, expect, it } from 'vitest';
+import { AgentError, createAgent, Identity } from '@agentlink/core';
+import { encodeFrame, selfSignedCertificate, WRITTEN, type Channel, type ChannelStream, type ListenContext } from '@agentlink/core/transport';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { quic } from '../src/index.js';
 
 /**
@@ -122,5 +122,49 @@ describe('QUIC: a last write the engine holds for credit', () => {
     await server.close(new AgentError('CLOSED', 'idle for 10 ms'));
     await expect(written).rejects.toMatchObject({ code: 'CLOSED' });
     expect(server.activeStreams).toBe(0);
+  });
+
+  it("keeps its channel from the pool's idle close: a handler's reply still waiting for credit is not cut", async () => {
+    // The server pool's idle checks and its clock are stepped; sockets and the engine run on the real clock.
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'Date'] });
+    try {
+      const server = await createAgent({ idleTimeoutMs: 1000, healthCheckIntervalMs: 0, channels: [quic({ port: 0 })] });
+      cleanups.push(() => server.close());
+      const reply = 'x'.repeat(8 * 1024);
+      let handled!: () => void;
+      const replied = new Promise<void>((resolve) => (handled = resolve));
+      server.handle('big', () => {
+        handled();
+        return reply;
+      });
+      // A caller whose streams get 1 KiB of credit, and which does not read yet.
+      const dialling = quic({ streamWindow: 1024 });
+      const address = server.addresses[0]!;
+      const client = await dialling.dial(new URL(address.slice(address.indexOf('@') + 1)), {
+        ...transportContext(),
+        expectedPeer: server.id,
+        signal: AbortSignal.timeout(10_000),
+      });
+      cleanups.push(async () => {
+        await client.close();
+        await dialling.close!();
+      });
+      const stream = await client.openStream({ endsWithPeer: true, endsWithRequest: true });
+      await stream.endWith!(encodeFrame({ type: 'request', method: 'big', timeoutMs: null, priority: 'normal', metadata: {}, body: null, mode: 'unary' }));
+      await replied;
+      await new Promise((resolve) => setImmediate(resolve)); // the reply is in the engine, waiting for credit
+      const [served] = server.channels();
+      expect(served!.activeStreams).toBe(1);
+      vi.advanceTimersByTime(5000); // checks every 250 ms: idle for 1 s would be closed by now
+      expect(served!.isClosed).toBe(false);
+      // The caller reads: the whole reply arrives, and only then is the stream done.
+      const bytes = await readAll(stream);
+      expect(bytes.length).toBeGreaterThan(reply.length);
+      expect(bytes.includes(Buffer.from(reply))).toBe(true);
+      while (served!.activeStreams > 0) await new Promise((resolve) => setImmediate(resolve));
+      expect(served!.isClosed).toBe(false);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

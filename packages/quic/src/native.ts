@@ -10,10 +10,11 @@ export interface NativeStream {
   /** `tryWrite`, then `tryFinish` when all of `data` was taken, in one call; returns the bytes taken. */
   tryWriteFinish(data: Buffer): number;
   /**
-   * True while the last write `tryWriteFinish` handed to the engine's thread whole is still there (waiting for
-   * credit) or failed there: taken is not yet written, and `heldWrite` tells how it ended.
+   * Where the last write `tryWriteFinish` handed to the engine's thread whole is, in a plain call: 0 written and
+   * finished (or none was handed over), 1 still there (waiting for credit: taken is not yet written), 2 failed
+   * there (`heldWrite` says how).
    */
-  writeHeld(): boolean;
+  heldWriteState(): 0 | 1 | 2;
   /** Resolves once that held last write is written and the stream finished; fails as `write` does. */
   heldWrite(): Promise<void>;
   write(data: Buffer): Promise<void>;

@@ -15,8 +15,8 @@ const CORK_LIMIT = 16 * 1024;
  * Last writes the engine took whole and holds on its thread (`tryWriteFinish`), waiting to hear how they went. Asking
  * each at once (`heldWrite`, an async call: a task and a threadsafe call) cost +56% CPU per call at 32 calls in
  * flight (A/B, load ~5): most were still under way at the end of the turn, the engine's thread not having run yet
- * on a busy 2-core host. So they are asked about together with a plain call (`writeHeld`, well under a µs) at the
- * end of the turn, then every LATE_CHECK_MS; only one still there after LATE_CHECKS — waiting for the peer's
+ * on a busy 2-core host. So they are asked about together with a plain call (`heldWriteState`, well under a µs) at
+ * the end of the turn, then every LATE_CHECK_MS; only one still there after LATE_CHECKS — waiting for the peer's
  * credit — or failed costs the async call. Nobody waits for this on the way of a call: the caller listens for its
  * reply at once, and a handler's reply is out of its hands; it decides when the stream is released and whether its
  * writer hears of a failure.
@@ -74,17 +74,22 @@ interface HeldWrite {
 const LATE_CHECK_MS = 1;
 const LATE_CHECKS = 20;
 
-/** Settles `write` if the engine is done with it (written and finished); false while it is still there or failed. */
+/** `heldWriteState`: written and finished; still waiting in the engine; failed there. */
+const HELD_WRITE_DONE = 0;
+const HELD_WRITE_WAITING = 1;
+
+/** Settles `write` if the engine is done with it: resolved, or (failed) handed to `heldWrite` for its error; false while it waits. */
 function settleIfDone(write: HeldWrite): boolean {
-  let held: boolean;
+  let state: number;
   try {
-    held = write.native.writeHeld();
+    state = write.native.heldWriteState();
   } catch (error) {
     write.reject(error);
     return true;
   }
-  if (held) return false;
-  write.resolve();
+  if (state === HELD_WRITE_WAITING) return false;
+  if (state === HELD_WRITE_DONE) write.resolve();
+  else write.native.heldWrite().then(write.resolve, write.reject); // failed: settles at once, with the engine's error
   return true;
 }
 
@@ -278,7 +283,7 @@ export class QuicChannelStream implements ChannelStream, PushReader {
         // Taken whole may still be waiting in the engine for the peer's credit (a small last write is written
         // and finished on the engine's thread): written, and the stream done, only once that settled. Until
         // then the stream counts as open (an idle close must not cut it), and its failure is the writer's.
-        if (this.native.writeHeld()) {
+        if (this.native.heldWriteState() !== HELD_WRITE_DONE) {
           const held = heldWrites.outcome(this.native).then(
             () => this.ended(),
             (error: unknown) => this.writeFailed(error),

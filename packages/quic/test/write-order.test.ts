@@ -18,7 +18,7 @@ function creditedStream(credit: number) {
       return taken;
     },
     tryWriteFinish: (data) => native.tryWrite(data),
-    writeHeld: () => false,
+    heldWriteState: () => 0,
     heldWrite: async () => undefined,
     write: (data) => new Promise<void>((resolve, reject) => waiting.push({ data: Buffer.from(data), done: resolve, fail: reject })),
     tryRead: () => null,

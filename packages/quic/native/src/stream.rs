@@ -198,7 +198,7 @@ impl QuicStream {
     /// The send half is locked here and handed to that task, so nothing (a release, another write) comes
     /// between; a local reset stops it. All of `data` is taken at once: what waits there for credit is capped
     /// for the whole process (last_write.rs; past the cap, the synchronous path). Taken is not written: while
-    /// `write_held` says so, the bytes may still wait there for credit, and `held_write` reports how they ended
+    /// `held_write_state` says so, the bytes may still wait there for credit, and `held_write` reports how they ended
     /// (a failure there went unreported, and the stream counted as done while its reply was unsent). With more than one engine thread
     /// (4+ cores) the driver may still run between them on another: no worse than before.
     #[napi]
@@ -214,7 +214,7 @@ impl QuicStream {
         }
         let bytes = Bytes::copy_from_slice(&data);
         let mut reset = self.reset.subscribe();
-        // Pending before the task exists: JavaScript asks `write_held` as soon as this returns.
+        // Pending before the task exists: JavaScript asks `held_write_state` as soon as this returns.
         self.held.send_replace(HeldWrite::Pending);
         let outcome = self.held.clone();
         napi::bindgen_prelude::spawn(async move {
@@ -239,11 +239,15 @@ impl QuicStream {
         Ok(data.len() as u32)
     }
 
-    /// True while the last write `try_write_finish` handed to the engine's thread is still there (waiting for
-    /// credit), or failed there: then `held_write` says how it ended. False when it is written and finished.
+    /// Where the last write `try_write_finish` handed to the engine's thread is, in a plain call: 0 written and
+    /// finished (or none was handed over), 1 still there (waiting for credit), 2 failed there (`held_write` says how).
     #[napi]
-    pub fn write_held(&self) -> bool {
-        !matches!(*self.held.borrow(), HeldWrite::Settled)
+    pub fn held_write_state(&self) -> u32 {
+        match *self.held.borrow() {
+            HeldWrite::Settled => 0,
+            HeldWrite::Pending => 1,
+            HeldWrite::Failed(_) => 2,
+        }
     }
 
     /// Resolves once the last write `try_write_finish` handed to the engine's thread is written and the stream

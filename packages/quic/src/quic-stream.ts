@@ -11,90 +11,6 @@ const READ_SIZE = 1024 * 1024;
 /** Writes below this size written in the same tick are batched into one call into the engine. */
 const CORK_LIMIT = 16 * 1024;
 
-/**
- * Last writes the engine took whole and holds on its thread (`tryWriteFinish`), waiting to hear how they went. Asking
- * each at once (`heldWrite`, an async call: a task and a threadsafe call) cost +56% CPU per call at 32 calls in
- * flight (A/B, load ~5): most were still under way at the end of the turn, the engine's thread not having run yet
- * on a busy 2-core host. So they are asked about together with a plain call (`heldWriteState`, well under a µs) at
- * the end of the turn, then every LATE_CHECK_MS; only one still there after LATE_CHECKS — waiting for the peer's
- * credit — or failed costs the async call. Nobody waits for this on the way of a call: the caller listens for its
- * reply at once, and a handler's reply is out of its hands; it decides when the stream is released and whether its
- * writer hears of a failure.
- */
-class HeldWrites {
-  private waiting: HeldWrite[] = [];
-  private late: HeldWrite[] = [];
-  private scheduled = false;
-  private lateTimer: NodeJS.Timeout | undefined;
-
-  /** Resolves once `native`'s held last write is written and its stream finished; rejects as the write failed. */
-  outcome(native: NativeStream): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      this.waiting.push({ native, resolve, reject, checks: 0 });
-      if (!this.scheduled) {
-        this.scheduled = true;
-        setImmediate(this.checkAtEndOfTurn);
-      }
-    });
-  }
-
-  private readonly checkAtEndOfTurn = (): void => {
-    this.scheduled = false;
-    const waiting = this.waiting;
-    this.waiting = [];
-    this.recheck(waiting);
-  };
-
-  private readonly checkLate = (): void => {
-    this.lateTimer = undefined;
-    const late = this.late;
-    this.late = [];
-    this.recheck(late);
-  };
-
-  private recheck(writes: HeldWrite[]): void {
-    for (const write of writes) {
-      if (settleIfDone(write)) continue;
-      if (++write.checks > LATE_CHECKS) write.native.heldWrite().then(write.resolve, write.reject);
-      else this.late.push(write);
-    }
-    if (this.late.length > 0) this.lateTimer ??= setTimeout(this.checkLate, LATE_CHECK_MS);
-  }
-}
-
-interface HeldWrite {
-  native: NativeStream;
-  resolve: () => void;
-  reject: (error: unknown) => void;
-  /** Times it was found still held. */
-  checks: number;
-}
-
-/** How often a held last write is asked about again, and how many times, before an async call waits for it. */
-const LATE_CHECK_MS = 1;
-const LATE_CHECKS = 20;
-
-/** `heldWriteState`: written and finished; still waiting in the engine; failed there. */
-const HELD_WRITE_DONE = 0;
-const HELD_WRITE_WAITING = 1;
-
-/** Settles `write` if the engine is done with it: resolved, or (failed) handed to `heldWrite` for its error; false while it waits. */
-function settleIfDone(write: HeldWrite): boolean {
-  let state: number;
-  try {
-    state = write.native.heldWriteState();
-  } catch (error) {
-    write.reject(error);
-    return true;
-  }
-  if (state === HELD_WRITE_WAITING) return false;
-  if (state === HELD_WRITE_DONE) write.resolve();
-  else write.native.heldWrite().then(write.resolve, write.reject); // failed: settles at once, with the engine's error
-  return true;
-}
-
-const heldWrites = new HeldWrites();
-
 /** The caller of a unary call that ended its side with its request gave up: its code, as STOP_SENDING carries no text. */
 function callerStopped(code: number): AgentError {
   const name = errorCodeFromNumber(code);
@@ -280,16 +196,6 @@ export class QuicChannelStream implements ChannelStream, PushReader {
         return this.writeFailed(error);
       }
       if (taken === data.length) {
-        // Taken whole may still be waiting in the engine for the peer's credit (a small last write is written
-        // and finished on the engine's thread): written, and the stream done, only once that settled. Until
-        // then the stream counts as open (an idle close must not cut it), and its failure is the writer's.
-        if (this.native.heldWriteState() !== HELD_WRITE_DONE) {
-          const held = heldWrites.outcome(this.native).then(
-            () => this.ended(),
-            (error: unknown) => this.writeFailed(error),
-          );
-          return this.holdUntilSent(held);
-        }
         this.ended();
         return WRITTEN;
       }
@@ -380,9 +286,6 @@ export class QuicChannelStream implements ChannelStream, PushReader {
    */
   private afterPeerEnd(): Promise<undefined> {
     if (this.localEnded || this.released) return Promise.resolve(undefined);
-    // Our last write is held in the engine: its outcome says it first (a stop fails it), with no wait of the
-    // engine's own per stream (an async call each: most end a moment later, as the write does).
-    if (this.blocked) return this.blocked.then(() => this.afterPeerEnd());
     if (this.stopWait) return Promise.reject(new AgentError('INVALID_ARGUMENT', 'one read at a time'));
     const waiting = new Promise<undefined>((resolve, reject) => {
       this.stopWait = { resolve, reject };

@@ -18,8 +18,6 @@ function creditedStream(credit: number) {
       return taken;
     },
     tryWriteFinish: (data) => native.tryWrite(data),
-    heldWriteState: () => 0,
-    heldWrite: async () => undefined,
     write: (data) => new Promise<void>((resolve, reject) => waiting.push({ data: Buffer.from(data), done: resolve, fail: reject })),
     tryRead: () => null,
     read: () => new Promise(() => undefined),

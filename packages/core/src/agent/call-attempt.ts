@@ -199,15 +199,7 @@ class CallAttempt implements CallControl, MessageReceiver {
     // Where the transport ends our side with the request (QUIC's agentlink/2), the FIN leaves with it.
     const sent = stream.endsWithRequest ? framed.sendLast(request) : framed.send(request);
     if (call.mode === 'duplex') return this.attachOutbox(sent, framed);
-    if (sent === WRITTEN) return undefined;
-    // A unary request that is the stream's last write (QUIC's agentlink/2: the engine may hold it until the
-    // peer's credit comes) needs nothing after it but the reply: that is listened for now, not after a hop for
-    // the write's outcome, and a failure of the write still fails the attempt (`onReadError`, while listening).
-    if (call.mode === 'unary' && stream.endsWithRequest) {
-      sent.catch((error: unknown) => this.onReadError(error));
-      return undefined;
-    }
-    return sent;
+    return sent === WRITTEN ? undefined : sent;
   }
 
   private async attachOutbox(sent: Promise<void>, framed: FramedStream): Promise<void> {

@@ -34,21 +34,6 @@ pub struct QuicStream {
     arming: Option<tokio::sync::mpsc::UnboundedSender<Armed>>,
     /// The stream's first bytes were handed to the connection (first_write.rs).
     first_write: FirstWrite,
-    /// A last write `try_write_finish` handed to the engine's thread whole: JavaScript learns its outcome from
-    /// `held_write`, so bytes still waiting there for credit are never reported as written (and a failure of
-    /// them reaches whoever wrote them).
-    held: Arc<watch::Sender<HeldWrite>>,
-}
-
-/// Where a last write handed to the engine's thread (`try_write_finish`) is.
-#[derive(Clone)]
-enum HeldWrite {
-    /// None was handed over, or it is written and finished.
-    Settled,
-    /// Waiting there (for credit, usually only for the engine's thread to run it).
-    Pending,
-    /// It failed there (`CODE|detail`, as thrown errors carry).
-    Failed(String),
 }
 
 /// Chunks received and not yet handed to JavaScript: gathered first, so the bytes are copied once into a
@@ -124,7 +109,6 @@ impl QuicStream {
             live: std::sync::Mutex::new(Some(Live::new(&STREAMS))),
             slot: std::sync::Mutex::new(None),
             first_write: FirstWrite::default(),
-            held: Arc::new(watch::channel(HeldWrite::Settled).0),
         }
     }
 
@@ -197,9 +181,10 @@ impl QuicStream {
     /// their end), so the end left in a packet of its own and the peer handled a second packet and read batch.
     /// The send half is locked here and handed to that task, so nothing (a release, another write) comes
     /// between; a local reset stops it. All of `data` is taken at once: what waits there for credit is capped
-    /// for the whole process (last_write.rs; past the cap, the synchronous path). Taken is not written: while
-    /// `held_write_state` says so, the bytes may still wait there for credit, and `held_write` reports how they ended
-    /// (a failure there went unreported, and the stream counted as done while its reply was unsent). With more than one engine thread
+    /// for the whole process (last_write.rs; past the cap, the synchronous path). Taken counts as written, as a
+    /// kernel's or an HTTP/2 session's taking does: until the task is done the connection counts it
+    /// (`StreamSlot::hold_write`), so its channel is not idle, and a failure there (the peer stopped the stream,
+    /// the connection is gone) is counted in its stats; the peer's read fails instead. With more than one engine thread
     /// (4+ cores) the driver may still run between them on another: no worse than before.
     #[napi]
     pub fn try_write_finish(&self, data: Buffer) -> Result<u32> {
@@ -214,55 +199,25 @@ impl QuicStream {
         }
         let bytes = Bytes::copy_from_slice(&data);
         let mut reset = self.reset.subscribe();
-        // Pending before the task exists: JavaScript asks `held_write_state` as soon as this returns.
-        self.held.send_replace(HeldWrite::Pending);
-        let outcome = self.held.clone();
+        // Counted on the connection until done: its channel is not idle meanwhile (JavaScript asks at an idle close).
+        let counted = self.slot.lock().ok().and_then(|slot| slot.as_ref().map(StreamSlot::hold_write));
         napi::bindgen_prelude::spawn(async move {
             let _held = held; // counted until the write and the finish are done or given up
-            let written = match guard.as_mut() {
-                None => Err(released()),
-                Some(send) => tokio::select! {
-                    biased;
-                    code = wait_for_reset(&mut reset) => Err(coded("LOCAL_RESET", code)),
-                    written = send.write_all(&bytes) => match written {
-                        Ok(()) => send.finish().map_err(|e| coded("CLOSED", e)),
-                        Err(e) => Err(write_error(e)),
-                    },
-                },
+            let Some(send) = guard.as_mut() else { return };
+            let lost = tokio::select! {
+                biased;
+                _ = wait_for_reset(&mut reset) => false, // ours: the writer gave the stream up
+                written = send.write_all(&bytes) => written.is_err() || send.finish().is_err(),
             };
-            drop(guard); // the send half is free before JavaScript hears of it (its release then needs no task)
-            outcome.send_replace(match written {
-                Ok(()) => HeldWrite::Settled,
-                Err(e) => HeldWrite::Failed(e.reason),
-            });
+            // Not reported to the writer (ws and HTTP/2 do not either, once the kernel or session took a write):
+            // the peer's read fails instead. Counted in the connection's stats (`heldWriteFailures`).
+            if let (true, Some(counted)) = (lost, &counted) {
+                counted.failed();
+            }
+            drop(guard);
+            drop(counted);
         });
         Ok(data.len() as u32)
-    }
-
-    /// Where the last write `try_write_finish` handed to the engine's thread is, in a plain call: 0 written and
-    /// finished (or none was handed over), 1 still there (waiting for credit), 2 failed there (`held_write` says how).
-    #[napi]
-    pub fn held_write_state(&self) -> u32 {
-        match *self.held.borrow() {
-            HeldWrite::Settled => 0,
-            HeldWrite::Pending => 1,
-            HeldWrite::Failed(_) => 2,
-        }
-    }
-
-    /// Resolves once the last write `try_write_finish` handed to the engine's thread is written and the stream
-    /// finished; fails as `write` does (the peer stopped the stream, a local reset, the connection lost).
-    #[napi]
-    pub async fn held_write(&self) -> Result<()> {
-        let mut receiver = self.held.subscribe();
-        let state = match receiver.wait_for(|state| !matches!(state, HeldWrite::Pending)).await {
-            Ok(state) => state.clone(),
-            Err(_) => HeldWrite::Settled,
-        };
-        match state {
-            HeldWrite::Failed(reason) => Err(Error::new(Status::GenericFailure, reason)),
-            _ => Ok(()),
-        }
     }
 
     /// Writes all of `data`, resolving once quinn accepted it within the stream's and connection's credit.

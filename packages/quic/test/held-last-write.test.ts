@@ -1,4 +1,4 @@
-import { AgentError, createAgent, formatPeerAddress, Identity, type Agent } from '@agentlink/core';
+import { AgentError, createAgent, Identity } from '@agentlink/core';
 import { encodeFrame, selfSignedCertificate, WRITTEN, type Channel, type ChannelStream, type ListenContext } from '@agentlink/core/transport';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { quic } from '../src/index.js';
@@ -112,30 +112,39 @@ describe('QUIC: a last write the engine holds for credit', () => {
   });
 
   describe("a unary call whose request is held for the peer's credit fails typed rather than hangs", () => {
-    /** A bare listener granting 1 KiB per stream, which does `cut` to a call's stream once its first bytes came. */
+    /**
+     * A caller agent, and a bare peer that dialled it granting 1 KiB per stream: the caller calls back over that
+     * channel, and the peer does `cut` to the call's stream, unread, once its first bytes came.
+     */
     async function callCut(cut: (stream: ChannelStream, channel: Channel) => void): Promise<{ error: unknown; held: number }> {
-      const serverIdentity = Identity.generate();
-      const listening = quic({ port: 0, streamWindow: 1024 });
-      let caller!: Agent;
+      const caller = await createAgent({ channels: [quic({ port: 0 })] });
+      const peerIdentity = Identity.generate();
+      const dialling = quic({ streamWindow: 1024 });
       let held = -1;
-      const listener = await listening.listen({
-        ...transportContext(serverIdentity),
+      const address = caller.addresses[0]!;
+      const channel = await dialling.dial(new URL(address.slice(address.indexOf('@') + 1)), {
+        ...transportContext(peerIdentity),
         onStream: (stream, channel) => {
-          void stream.read().then(() => {
-            // The caller's request is in the engine, waiting for credit (its first 1 KiB arrived, the rest cannot).
+          // Not read: the caller's request waits in its engine for credit (its first 1 KiB came, the rest cannot).
+          setImmediate(() => {
             held = (caller.channels()[0] as QuicChannel).stats().heldWrites;
             cut(stream, channel);
           });
         },
-        onChannel: () => undefined,
+        expectedPeer: caller.id,
+        signal: AbortSignal.timeout(10_000),
       });
-      caller = await createAgent({ channels: [quic()] });
       cleanups.push(async () => {
+        await channel.close();
         await caller.close();
-        await listener.close();
-        await listening.close!();
+        await dialling.close!();
       });
-      const error = await caller.send(formatPeerAddress(serverIdentity.id, listener.addresses[0]!), 'echo', 'x'.repeat(8 * 1024), { timeoutMs: 60_000 }).then(
+      await turnsUntil(() => caller.channels().length === 1);
+      // A dial resumed from an earlier test's ticket hands the caller its channel at 0.5-RTT, where a request
+      // keeps agentlink/1's way (written, then ended: not a held last write). The call waits for the handshake.
+      await (caller.channels()[0] as QuicChannel).handshakeEnded();
+      await new Promise((resolve) => setImmediate(resolve));
+      const error = await caller.send(peerIdentity.id, 'echo', 'x'.repeat(8 * 1024), { timeoutMs: 60_000 }).then(
         () => undefined,
         (e: unknown) => e,
       );

@@ -195,12 +195,15 @@ mod tests {
 
     #[test]
     fn a_held_last_write_counts_and_keeps_its_connection_busy_after_its_stream_is_released() {
-        let admission = Admission::new(Limits { max_connections: 1, max_connections_per_ip: 1, ..Limits::default() });
+        let admission = Admission::new(Limits { max_connections: 2, max_connections_per_ip: 2, ..Limits::default() });
         let attacker = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 66));
         let newcomer = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
         let (admitted, _) = admission.admit_at(attacker, Instant::now()).unwrap();
-        let credit = StreamCredit::new(1024);
+        let (busy, _) = admission.admit_at(attacker, Instant::now()).unwrap();
+        let (credit, busy_streams) = (StreamCredit::new(1024), StreamCredit::new(1024));
         credit.watch(admitted.activity());
+        busy_streams.watch(busy.activity());
+        let _busy_stream = busy_streams.opened_by_us(); // only the connection under test may be evicted
         let (slot, _) = credit.opened();
         let held = slot.hold_write();
         drop(slot); // JavaScript released the stream; its reply waits in the engine
@@ -212,6 +215,7 @@ mod tests {
         assert_eq!((credit.held_writes(), credit.held_write_failures()), (0, 1));
         let (_admitted, evicted) = admission.admit_at(newcomer, Instant::now() + MIN_IDLE_BEFORE_EVICTION).unwrap();
         assert!(evicted.is_some(), "idle once the held write is done");
+        assert!(!admitted.on_evict(SocketAddr::new(attacker, 1), Box::new(|| ())), "the connection whose write was held went");
     }
 
     #[test]

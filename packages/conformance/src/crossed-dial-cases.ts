@@ -1,3 +1,4 @@
+import diagnostics from 'node:diagnostics_channel';
 import { createAgent, Identity, type Agent } from '@agentlink/core';
 import type { Channel } from '@agentlink/core/transport';
 import { describe, expect, it, vi } from 'vitest';
@@ -95,6 +96,51 @@ export function describeCrossedDialCases(target: ConformanceTarget): void {
         expect(initiators(b.channels(a.id))).toEqual(['remote']);
         expect(await b.send(a.id, 'echo', 'after')).toBe('after');
       } finally {
+        await a.close();
+        await b.close();
+        vi.useRealTimers();
+      }
+    });
+
+    it("a crossed dial whose kept channel the other side's gate refuses is undone: its dialler's channel is the one both use, no dial again", async () => {
+      vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+      const [lower, higher] = [Identity.generate(), Identity.generate()].sort((x, y) => (x.id < y.id ? -1 : 1));
+      let decide!: (allowed: boolean) => void;
+      const decided = new Promise<boolean>((resolve) => (decide = resolve));
+      // A keeps its own dial (the lower AgentId's); B's gate holds it, then refuses it: B never retires its own.
+      const a = await listening({ identity: lower });
+      const b = await listening({ identity: higher, authorizePeer: () => decided });
+      // A's dials to B, counted by the pool's own event.
+      let dialsByA = 0;
+      const onOpen = (message: unknown): void => {
+        const { channel } = message as { channel: Channel };
+        if (channel.peer === b.id && channel.initiator === 'local') dialsByA++;
+      };
+      diagnostics.subscribe('agentlink:channel:open', onOpen);
+      try {
+        a.addPeer(b.addresses[0]!);
+        b.addPeer(a.addresses[0]!);
+        const fromA = a.send(b.id, 'echo', 'from a').catch((error: unknown) => error);
+        const aDial = await channelOpened(a, b, 'local');
+        expect(await b.send(a.id, 'echo', 'from b')).toBe('from b'); // B dials: its gate has not admitted A's
+        const bDial = await channelOpened(a, b, 'remote'); // A retired it for its own, and waits for B to close it
+        decide(false);
+        expect(await fromA).toMatchObject({ code: 'PERMISSION_DENIED' });
+        await aDial.closed;
+        // A now calls on B's dial (B refuses the call there, as it refuses A's channels) instead of dialling again
+        // to be refused again; before, every call of A dialled, and B's dial stayed retired on A until idle.
+        expect(await a.send(b.id, 'echo', 'again').catch((error: unknown) => error)).toMatchObject({ code: 'PERMISSION_DENIED' });
+        expect(dialsByA).toBe(1);
+        expect(a.channels(b.id)).toEqual([bDial]);
+        // However many retire checks pass, nobody closes it: it is both sides' one channel, and B's calls ride it.
+        vi.advanceTimersByTime(RETIRE_CHECKS_SPAN_MS);
+        await ioTurn();
+        expect(bDial.isClosed).toBe(false);
+        expect(await b.send(a.id, 'echo', 'after')).toBe('after');
+        expect(initiators(b.channels(a.id))).toEqual(['local']);
+        expect(a.channels(b.id)).toEqual([bDial]);
+      } finally {
+        diagnostics.unsubscribe('agentlink:channel:open', onOpen);
         await a.close();
         await b.close();
         vi.useRealTimers();

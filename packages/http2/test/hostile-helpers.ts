@@ -152,8 +152,6 @@ export interface EvictionHarness {
   advance(ms: number): Promise<void> | void;
   /** How long a connection must be idle before it may be evicted. */
   minIdleMs: number;
-  /** The listener names the evicted peer in its report (the node:tls channels; the QUIC engine gives its address). */
-  reportsPeer: boolean;
 }
 
 /**
@@ -187,7 +185,8 @@ export async function expectIdleEviction(harness: EvictionHarness): Promise<void
   const refusal = await evicted;
   expect(refusal).toMatchObject({ stage: 'connection', code: 'RESOURCE_EXHAUSTED' });
   expect(refusal.remoteAddress).toMatch(/^127\.0\.0\.2:/);
-  expect(refusal.peer).toBe(harness.reportsPeer ? attackers[1]!.id : undefined);
+  // Every channel names the evicted peer (its key was proved), not only its address.
+  expect(refusal.peer).toBe(attackers[1]!.id);
   // The evicted peer hears why: its pool dials again when it next needs the listener.
   expect((await victimChannel.closed).code).toBe('RESOURCE_EXHAUSTED');
   expect(server.stats().refusals['connection:evicted']).toBe(1);
@@ -217,7 +216,6 @@ export async function expectIdleEvictionOnFakeClock(kind: Refusal['kind'], agent
       from: (ip) => ({ localAddress: ip }),
       advance: (ms) => void vi.advanceTimersByTime(ms),
       minIdleMs: MIN_IDLE_MS_BEFORE_EVICTION,
-      reportsPeer: true,
     });
   } finally {
     vi.useRealTimers();

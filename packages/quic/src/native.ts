@@ -7,7 +7,11 @@ import { detectLibc, targetName, type ReportHeader } from './engine-target.js';
 /** The addon's surface (packages/quic/native/src): what this package calls, nothing more. */
 export interface NativeStream {
   tryWrite(data: Buffer): number;
-  /** `tryWrite`, then `tryFinish` when all of `data` was taken, in one call; returns the bytes taken. */
+  /**
+   * `tryWrite`, then `tryFinish` when all of `data` was taken, in one call; returns the bytes taken. Up to 16 KiB
+   * are taken whole and written and finished by an engine task, which may wait for the peer's credit: taken counts
+   * as written (as a kernel's taking does for ws); the connection counts it meanwhile (`heldWrites`).
+   */
   tryWriteFinish(data: Buffer): number;
   write(data: Buffer): Promise<void>;
   /** Bytes ready now; an empty buffer once the peer's end was reached; null when nothing is ready. */
@@ -69,7 +73,19 @@ export interface NativeConnection {
   close(code: number, reason: string): void;
   closed(): Promise<string>;
   release(): void;
-  stats(): { rttMs: number; sentBytes: number; receivedBytes: number; lostPackets: number; congestionWindow: number };
+  stats(): {
+    rttMs: number;
+    sentBytes: number;
+    receivedBytes: number;
+    lostPackets: number;
+    congestionWindow: number;
+    /** Last writes the engine holds now (`tryWriteFinish`'s, waiting to be written and finished). */
+    heldWrites: number;
+    /** Held last writes that did not go (the peer stopped the stream, the connection was lost). */
+    heldWriteFailures: number;
+  };
+  /** Last writes the engine holds now on this connection's streams, released ones included (a plain call). */
+  heldWrites(): number;
 }
 
 /** A peer the engine turned away before it became a connection (see native/src/listener.rs). */
@@ -80,6 +96,8 @@ export interface NativeRefusal {
   remoteAddress: string;
   /** Empty for limit refusals. */
   detail: string;
+  /** The agent key of the peer it concerns, where known: an evicted connection that had proved its key. */
+  peerKey?: Buffer | null;
 }
 
 /** A dial in progress; `cancel` abandons its handshake (the engine closes it). */

@@ -73,8 +73,15 @@ export class QuicChannel implements Channel {
     return this.closeReason !== undefined;
   }
 
+  /**
+   * Streams open in JavaScript; with none, the last writes the engine still holds for this connection (a reply or
+   * request of up to 16 KiB taken whole by `tryWriteFinish` and released here, whose bytes may still wait for the
+   * peer's credit). The engine is asked only then — by the pool's idle checks, its eviction and its retiring,
+   * never on a call's way — so a channel whose last reply is not out yet is not idle and is not closed under it.
+   */
   get activeStreams(): number {
-    return this.streams;
+    if (this.streams > 0 || this.closeReason) return this.streams;
+    return this.connection.heldWrites();
   }
 
   /** Round-trip time and counters as the QUIC engine sees them. */

@@ -1,4 +1,4 @@
-import type { ErrorCode, Refusal } from '@agentlink/core';
+import { agentIdFromPublicKey, type ErrorCode, type Refusal } from '@agentlink/core';
 import type { ListenContext } from '@agentlink/core/transport';
 import type { NativeEndpoint, NativeRefusal } from './native.js';
 
@@ -24,6 +24,8 @@ export function toRefusal(native: NativeRefusal): Refusal {
     reason: native.reason,
     kind: 'quic',
     remoteAddress: native.remoteAddress,
+    // An evicted connection that had proved its key: named by it, as ws and HTTP/2 name theirs.
+    ...(native.peerKey ? { peer: agentIdFromPublicKey(native.peerKey) } : {}),
     ...(code ? { code } : {}),
     ...(native.detail ? { detail: native.detail } : {}),
   };

@@ -79,7 +79,6 @@ describe('QUIC listener against hostile peers', () => {
       // Only the lower bound matters, and a timer never fires early.
       advance: (ms) => sleep(ms + 10),
       minIdleMs: MIN_IDLE_MS_BEFORE_EVICTION,
-      reportsPeer: false,
     });
   });
 

@@ -340,6 +340,7 @@ export class ChannelPool {
 
   private removed(channel: Channel, peerState: PeerState, reason: AgentError): void {
     this.forget(channel);
+    if (reason.code === 'PERMISSION_DENIED' && channel.initiator === 'local') this.undoCrossedDial(channel, peerState);
     if (diagnosticChannels.channelClose.hasSubscribers) diagnosticChannels.channelClose.publish({ channel, reason });
     if (peerState.queue.size > 0) this.grow(channel.peer, peerState);
     else if (peerState.channels.size === 0 && !peerState.dialing && this.peers.get(channel.peer) === peerState) this.peers.delete(channel.peer);
@@ -372,6 +373,23 @@ export class ChannelPool {
       this.state.get(loser)!.peerCloses = loser.initiator === 'remote';
       return;
     }
+  }
+
+  /**
+   * The peer's gate refused our dial (`refused`, closed with PERMISSION_DENIED): the peer never took it into its
+   * pool, so it never retires its own dial of the crossing, which is its working channel to us and which we
+   * retired for ours. Nobody would close it (only its dialler does) or call on it from here until the idle
+   * timeout, and each of our calls dialled again to be refused again. The crossing is undone: the peer's dial is
+   * our channel to it, as if it alone had dialled.
+   */
+  private undoCrossedDial(refused: Channel, peerState: PeerState): void {
+    for (const other of peerState.channels) {
+      const state = this.state.get(other)!;
+      if (other.kind !== refused.kind || !state.peerCloses || other.isClosed) continue;
+      state.retired = false;
+      state.peerCloses = false;
+    }
+    this.serveQueue(peerState); // calls waiting for a channel take it rather than dial again
   }
 
   /** A direct path came up: new calls take it, and relayed channels close once their calls have finished. */

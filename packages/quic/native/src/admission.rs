@@ -77,6 +77,8 @@ struct Held {
     /// When it became idle (no streams open), with its place in its group's idle order; None while busy.
     idle: Option<(u64, Instant)>,
     remote: Option<SocketAddr>,
+    /// The agent key the peer proved, once its handshake did (the eviction report names it).
+    peer_key: Option<[u8; 32]>,
     close: Option<Closer>,
 }
 
@@ -152,6 +154,13 @@ impl Admitted {
         }
     }
 
+    /// The agent key the peer proved (its handshake is done): an eviction from now on names it in its report.
+    pub fn identify(&self, peer_key: [u8; 32]) {
+        if let Some(held) = self.admission.lock().held.get_mut(&self.id) {
+            held.peer_key = Some(peer_key);
+        }
+    }
+
     /// Tells the groups whether the connection has streams open (only an idle connection may be evicted).
     pub fn activity(&self) -> Activity {
         Activity { admission: self.admission.clone(), id: self.id }
@@ -191,6 +200,8 @@ impl Activity {
 /// A connection closed to make room: the listener runs `close` and reports it.
 pub struct Evicted {
     pub remote: SocketAddr,
+    /// The agent key it proved, when its handshake was done (none for a connection evicted in its handshake).
+    pub peer_key: Option<[u8; 32]>,
     pub close: Option<Closer>,
 }
 
@@ -205,7 +216,7 @@ impl State {
         let count = self.count(&ip);
         self.groups.entry(ip).or_default();
         self.set_count(ip, count + 1);
-        self.held.insert(id, Held { group: ip, idle: None, remote, close: None });
+        self.held.insert(id, Held { group: ip, idle: None, remote, peer_key: None, close: None });
         self.mark_idle(id, now);
         self.open += 1;
         id
@@ -358,7 +369,7 @@ impl Admission {
         }
         let evicted = victim.and_then(|id| state.give_back(id)).map(|held| {
             state.evictions += 1;
-            Evicted { remote: held.remote.unwrap_or(SocketAddr::new(held.group, 0)), close: held.close }
+            Evicted { remote: held.remote.unwrap_or(SocketAddr::new(held.group, 0)), peer_key: held.peer_key, close: held.close }
         });
         let id = state.add(ip, remote, now);
         Ok((Admitted { admission: self.clone(), id }, evicted))
@@ -524,6 +535,24 @@ mod tests {
                 close();
             }
             Ok((admitted, closed))
+        }
+
+        #[test]
+        fn the_eviction_names_the_key_the_evicted_peer_proved_and_none_before_its_handshake() {
+            for proved in [true, false] {
+                let admission = Admission::new(limits(2, 2, 100));
+                let t0 = Instant::now();
+                let attackers: Vec<_> = (0..2).map(|_| admit_tracked(&admission, ATTACKER, t0)).collect();
+                attackers[1].admitted.activity().set_at(true, t0); // only the first may be evicted
+                attackers[0].admitted.activity().set_at(false, t0);
+                if proved {
+                    attackers[0].admitted.identify([7; 32]);
+                }
+                let later = t0 + MIN_IDLE_BEFORE_EVICTION;
+                let (_newcomer, evicted) = admission.admit_at(HONEST, later).unwrap();
+                let evicted = evicted.expect("an idle attacker connection is evicted");
+                assert_eq!(evicted.peer_key, proved.then_some([7; 32]));
+            }
         }
 
         #[test]

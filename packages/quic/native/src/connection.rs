@@ -24,6 +24,11 @@ pub struct ConnectionStats {
     pub sent_datagrams: f64,
     pub send_calls: f64,
     pub path_mtu: f64,
+    /// Last writes the engine holds now (taken whole by `tryWriteFinish`, waiting to be written and finished).
+    pub held_writes: f64,
+    /// Held last writes that did not go (the peer stopped the stream, the connection was lost); not reported to
+    /// their writers, as ws and HTTP/2 do not report a write lost after the kernel or session took it.
+    pub held_write_failures: f64,
 }
 
 /// An established, mutually authenticated QUIC connection to one agent.
@@ -252,7 +257,16 @@ impl QuicConnection {
             sent_datagrams: stats.udp_tx.datagrams as f64,
             send_calls: stats.udp_tx.ios as f64,
             path_mtu: stats.path.current_mtu as f64,
+            held_writes: self.credit.held_writes() as f64,
+            held_write_failures: self.credit.held_write_failures() as f64,
         })
+    }
+
+    /// Last writes the engine holds now on this connection's streams (a plain call: the channel's idle check asks
+    /// it once, when no stream is open in JavaScript, so a reply still waiting for credit keeps it open).
+    #[napi]
+    pub fn held_writes(&self) -> u32 {
+        self.credit.held_writes()
     }
 }
 

@@ -61,6 +61,9 @@ pub struct RefusalJs {
     pub reason: String,
     pub remote_address: String,
     pub detail: String,
+    /// The agent key (Ed25519, 32 bytes) of the peer it concerns, where known: an evicted connection that had
+    /// proved its key.
+    pub peer_key: Option<Buffer>,
 }
 
 #[napi(object)]
@@ -402,6 +405,7 @@ impl QuicEndpoint {
                 reason: e.reason.into(),
                 remote_address: e.remote.to_string(),
                 detail: e.detail,
+                peer_key: e.peer_key.map(|key| key.to_vec().into()),
             }),
             _ = closed.wait_for(|c| *c) => None,
         }

@@ -36,6 +36,8 @@ pub struct RefusalEvent {
     pub reason: &'static str,
     pub remote: SocketAddr,
     pub detail: String,
+    /// The agent key of the peer it concerns, where known (an evicted connection whose handshake was done).
+    pub peer_key: Option<[u8; 32]>,
 }
 
 /// A connection that completed its handshake and proved an agent key, still holding its place in the limits.
@@ -88,7 +90,7 @@ pub async fn accept_loop(
             }
             Err(refused) => {
                 incoming.refuse();
-                report(&refusals, RefusalEvent { stage: "connection", reason: refused.reason(), remote, detail: String::new() });
+                report(&refusals, RefusalEvent { stage: "connection", reason: refused.reason(), remote, detail: String::new(), peer_key: None });
                 continue;
             }
         };
@@ -96,7 +98,7 @@ pub async fn accept_loop(
             Ok(connecting) => connecting,
             Err(error) => {
                 let (failure, detail) = classify(&error);
-                report(&refusals, RefusalEvent { stage: "handshake", reason: failure.reason(), remote, detail });
+                report(&refusals, RefusalEvent { stage: "handshake", reason: failure.reason(), remote, detail, peer_key: None });
                 continue;
             }
         };
@@ -115,13 +117,14 @@ pub async fn accept_loop(
                 }
                 Ok((connection, done)) => match tls::peer_key(&connection) {
                     Some(peer_key) => {
+                        admitted.identify(peer_key);
                         let _ = established.send(Accepted { connection, peer_key, admitted, handshake: Some(done) }).await;
                         return;
                     }
                     None => {
                         let failure = full_handshake(connection, done, handshake_timeout, admitted, &established).await;
                         if let Some((failure, detail)) = failure {
-                            report(&refusals, RefusalEvent { stage: "handshake", reason: failure.reason(), remote, detail });
+                            report(&refusals, RefusalEvent { stage: "handshake", reason: failure.reason(), remote, detail, peer_key: None });
                         }
                         return;
                     }
@@ -138,6 +141,7 @@ pub async fn accept_loop(
                 Ok(Ok(connection)) if !evictable(&admitted, &connection, remote) => return,
                 Ok(Ok(connection)) => match tls::peer_key(&connection) {
                     Some(peer_key) => {
+                        admitted.identify(peer_key);
                         let _ = established.send(Accepted { connection, peer_key, admitted, handshake: None }).await;
                         return;
                     }
@@ -149,7 +153,7 @@ pub async fn accept_loop(
             };
             let (failure, detail) = failure;
             drop(admitted); // the place is free before anyone hears of the refusal
-            report(&refusals, RefusalEvent { stage: "handshake", reason: failure.reason(), remote, detail });
+            report(&refusals, RefusalEvent { stage: "handshake", reason: failure.reason(), remote, detail, peer_key: None });
         });
     }
 }
@@ -160,7 +164,7 @@ fn evict(evicted: Evicted, refusals: &mpsc::Sender<RefusalEvent>) {
         close();
     }
     let detail = String::from_utf8_lossy(EVICTED_REASON).into_owned();
-    report(refusals, RefusalEvent { stage: "connection", reason: "evicted", remote: evicted.remote, detail });
+    report(refusals, RefusalEvent { stage: "connection", reason: "evicted", remote: evicted.remote, detail, peer_key: evicted.peer_key });
 }
 
 /// From now an eviction closes `connection`. False when it was evicted already, in its handshake: it is closed now
@@ -203,6 +207,7 @@ async fn full_handshake(
             // application close travels only after the handshake, so this is a channel that lived, handed over
             // already closing (as before 0-RTT) rather than reported as a refused handshake.
             (None | Some(quinn::ConnectionError::ApplicationClosed(_)), Some(peer_key)) => {
+                admitted.identify(peer_key);
                 let _ = established.send(Accepted { connection, peer_key, admitted, handshake: None }).await;
                 return None;
             }

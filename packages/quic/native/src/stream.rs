@@ -181,8 +181,10 @@ impl QuicStream {
     /// their end), so the end left in a packet of its own and the peer handled a second packet and read batch.
     /// The send half is locked here and handed to that task, so nothing (a release, another write) comes
     /// between; a local reset stops it. All of `data` is taken at once: what waits there for credit is capped
-    /// for the whole process (last_write.rs; past the cap, the synchronous path), and a failure there is the
-    /// stream's end anyway (the peer stopped it, or the connection is gone). With more than one engine thread
+    /// for the whole process (last_write.rs; past the cap, the synchronous path). Taken counts as written, as a
+    /// kernel's or an HTTP/2 session's taking does: until the task is done the connection counts it
+    /// (`StreamSlot::hold_write`), so its channel is not idle, and a failure there (the peer stopped the stream,
+    /// the connection is gone) is counted in its stats; the peer's read fails instead. With more than one engine thread
     /// (4+ cores) the driver may still run between them on another: no worse than before.
     #[napi]
     pub fn try_write_finish(&self, data: Buffer) -> Result<u32> {
@@ -197,18 +199,23 @@ impl QuicStream {
         }
         let bytes = Bytes::copy_from_slice(&data);
         let mut reset = self.reset.subscribe();
+        // Counted on the connection until done: its channel is not idle meanwhile (JavaScript asks at an idle close).
+        let counted = self.slot.lock().ok().and_then(|slot| slot.as_ref().map(StreamSlot::hold_write));
         napi::bindgen_prelude::spawn(async move {
             let _held = held; // counted until the write and the finish are done or given up
             let Some(send) = guard.as_mut() else { return };
-            tokio::select! {
+            let lost = tokio::select! {
                 biased;
-                _ = wait_for_reset(&mut reset) => {}
-                written = send.write_all(&bytes) => {
-                    if written.is_ok() {
-                        let _ = send.finish();
-                    }
-                }
+                _ = wait_for_reset(&mut reset) => false, // ours: the writer gave the stream up
+                written = send.write_all(&bytes) => written.is_err() || send.finish().is_err(),
+            };
+            // Not reported to the writer (ws and HTTP/2 do not either, once the kernel or session took a write):
+            // the peer's read fails instead. Counted in the connection's stats (`heldWriteFailures`).
+            if let (true, Some(counted)) = (lost, &counted) {
+                counted.failed();
             }
+            drop(guard);
+            drop(counted);
         });
         Ok(data.len() as u32)
     }

@@ -9,7 +9,7 @@
 //! more than half the grant arrives in one round trip (then only those beyond it wait, one round trip). The maps
 //! keep their size once grown (quinn does not shrink them): a busy connection stays as it was before this.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::admission::Activity;
@@ -29,6 +29,12 @@ pub struct StreamCredit {
     /// Streams open in either direction (ours too: a call back to a client keeps its connection busy).
     active: AtomicU32,
     activity: OnceLock<Activity>,
+    /// Last writes the engine took whole and still holds (stream.rs `try_write_finish`: written and finished by a
+    /// task, which may wait for the peer's credit), on streams JavaScript may have released already. JavaScript's
+    /// idle check asks for it once, at the moment it would close the channel (quic-channel.ts `activeStreams`).
+    held: AtomicU32,
+    /// Held last writes that failed (the peer stopped the stream, the connection was lost): the connection's stats.
+    held_failures: AtomicU64,
 }
 
 impl StreamCredit {
@@ -38,7 +44,15 @@ impl StreamCredit {
     }
 
     pub fn new(max: u32) -> Arc<Self> {
-        Arc::new(Self { open: AtomicU32::new(0), granted: AtomicU32::new(Self::initial(max)), max, active: AtomicU32::new(0), activity: OnceLock::new() })
+        Arc::new(Self {
+            open: AtomicU32::new(0),
+            granted: AtomicU32::new(Self::initial(max)),
+            max,
+            active: AtomicU32::new(0),
+            activity: OnceLock::new(),
+            held: AtomicU32::new(0),
+            held_failures: AtomicU64::new(0),
+        })
     }
 
     /// From now, tells `activity` when the connection goes busy and idle.
@@ -88,6 +102,16 @@ impl StreamCredit {
         }
     }
 
+    /// Last writes held now (taken whole, not yet written and finished, nor given up).
+    pub fn held_writes(&self) -> u32 {
+        self.held.load(Ordering::Acquire)
+    }
+
+    /// Held last writes that failed so far.
+    pub fn held_write_failures(&self) -> u64 {
+        self.held_failures.load(Ordering::Relaxed)
+    }
+
     #[cfg(test)]
     fn open(&self) -> u32 {
         self.open.load(Ordering::Relaxed)
@@ -98,6 +122,36 @@ impl StreamCredit {
 pub struct StreamSlot {
     credit: Arc<StreamCredit>,
     peers: bool,
+}
+
+impl StreamSlot {
+    /// Counts a last write the engine holds on this stream's connection until the returned guard is dropped (when
+    /// it is written and finished, or given up). It also keeps the connection busy, as an open stream does: the
+    /// stream may be released while its last bytes wait for credit, and an eviction must not cut them either.
+    pub fn hold_write(&self) -> HeldWrite {
+        self.credit.held.fetch_add(1, Ordering::AcqRel);
+        self.credit.stream_began();
+        HeldWrite { credit: self.credit.clone() }
+    }
+}
+
+/// A last write the engine holds (`StreamSlot::hold_write`); dropping it counts it out.
+pub struct HeldWrite {
+    credit: Arc<StreamCredit>,
+}
+
+impl HeldWrite {
+    /// The write did not go (the peer stopped the stream, the connection was lost): counted in the stats.
+    pub fn failed(&self) {
+        self.credit.held_failures.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Drop for HeldWrite {
+    fn drop(&mut self) {
+        self.credit.held.fetch_sub(1, Ordering::AcqRel);
+        self.credit.stream_ended();
+    }
 }
 
 impl Drop for StreamSlot {
@@ -137,6 +191,31 @@ mod tests {
         assert!(!second.on_evict(remote, Box::new(|| ())), "the connection whose only stream ended went");
         assert!(first.on_evict(remote, Box::new(|| ())), "the one with the peer's stream open stayed");
         drop(peers_stream);
+    }
+
+    #[test]
+    fn a_held_last_write_counts_and_keeps_its_connection_busy_after_its_stream_is_released() {
+        let admission = Admission::new(Limits { max_connections: 2, max_connections_per_ip: 2, ..Limits::default() });
+        let attacker = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 66));
+        let newcomer = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+        let (admitted, _) = admission.admit_at(attacker, Instant::now()).unwrap();
+        let (busy, _) = admission.admit_at(attacker, Instant::now()).unwrap();
+        let (credit, busy_streams) = (StreamCredit::new(1024), StreamCredit::new(1024));
+        credit.watch(admitted.activity());
+        busy_streams.watch(busy.activity());
+        let _busy_stream = busy_streams.opened_by_us(); // only the connection under test may be evicted
+        let (slot, _) = credit.opened();
+        let held = slot.hold_write();
+        drop(slot); // JavaScript released the stream; its reply waits in the engine
+        assert_eq!(credit.held_writes(), 1);
+        let much_later = Instant::now() + 10 * MIN_IDLE_BEFORE_EVICTION;
+        assert_eq!(admission.admit_at(newcomer, much_later).err(), Some(Refused::MaxConnections), "busy while held");
+        held.failed();
+        drop(held);
+        assert_eq!((credit.held_writes(), credit.held_write_failures()), (0, 1));
+        let (_admitted, evicted) = admission.admit_at(newcomer, Instant::now() + MIN_IDLE_BEFORE_EVICTION).unwrap();
+        assert!(evicted.is_some(), "idle once the held write is done");
+        assert!(!admitted.on_evict(SocketAddr::new(attacker, 1), Box::new(|| ())), "the connection whose write was held went");
     }
 
     #[test]

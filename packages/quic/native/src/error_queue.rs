@@ -11,15 +11,15 @@
 //! Elsewhere (macOS, Windows) nothing is enabled and nothing is read: a dead peer is found by the idle timeout.
 
 use std::io;
-use std::net::SocketAddr;
-
-/// Error-queue entries read per receive error at most; the rest wait for the next one (the kernel sets the
-/// socket's error again while entries remain), so an ICMP flood costs bounded work per poll.
-pub const DRAIN_BATCH: usize = 64;
 
 #[cfg(target_os = "linux")]
 mod linux {
     use super::*;
+    use std::net::SocketAddr;
+
+    /// Error-queue entries read at a time; then the draining task yields before reading on (the kernel keeps
+    /// the socket's error set while entries remain), so an ICMP flood costs bounded work per turn.
+    pub const DRAIN_BATCH: usize = 64;
     use std::mem::{size_of, zeroed};
     use std::os::fd::{AsRawFd, RawFd};
     use tokio::io::unix::AsyncFd;

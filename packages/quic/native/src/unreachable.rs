@@ -5,7 +5,7 @@
 //! makes each connection to it probe its peer with one ack-eliciting packet (a 1-byte DATAGRAM frame); the
 //! connection is closed as gone only when, a few PTOs later, nothing arrived from the peer and hints came
 //! again after the probe (the probe itself drew one). A live peer's ACK clears the suspicion, so a forged ICMP
-//! costs one probe.
+//! costs one probe. A silent peer without further hints is waited for up to SILENT_PATIENCE, then cleared.
 //!
 //! Bounds (docs/security.md): the watchlist holds one entry per connection of ours (never one per hint); a
 //! connection has at most one judgement running, so probes are at most one per `judgement_window` (≥ 200 ms)
@@ -35,6 +35,10 @@ pub const LOCALLY_CLOSED: &str = "CLOSED|connection closed locally";
 pub const MIN_WINDOW: Duration = Duration::from_millis(200);
 /// The longest: beyond this the idle timeout is the better judge anyway.
 pub const MAX_WINDOW: Duration = Duration::from_secs(5);
+/// How long a silent peer (no packet, but no ICMP since the probe either) stays suspected: Linux answers a host
+/// with at most one ICMP error per second once a burst of 6 is spent (`icmp_ratelimit`, loopback exempt), so a
+/// dead port's answer to the probe may come up to a second late.
+pub const SILENT_PATIENCE: Duration = Duration::from_millis(1500);
 /// The peer's largest ACK delay as quinn's default transport parameters announce it.
 const MAX_ACK_DELAY: Duration = Duration::from_millis(25);
 
@@ -192,21 +196,28 @@ async fn judge(connection: Connection, watch: Arc<PeerWatch>, list: Arc<Watchlis
     if probed {
         list.record(|v| v.probes += 1);
     }
-    tokio::select! {
-        _ = tokio::time::sleep(window) => {}
-        _ = connection.closed() => {
-            watch.suspected.store(false, Ordering::Release);
-            return;
+    let patience = tokio::time::Instant::now() + window.max(SILENT_PATIENCE);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(window) => {}
+            _ = connection.closed() => break,
         }
-    }
-    let heard = connection.stats().udp_rx.datagrams > received;
-    let hinted_again = watch.hints.load(Ordering::Acquire) > 0;
-    if probed && !heard && hinted_again {
-        let _ = watch.gone.set(());
-        connection.close(VarInt::from_u32(GONE_CODE), GONE_DETAIL.as_bytes());
-        list.record(|v| v.gone += 1);
-    } else {
-        list.record(|v| v.cleared += 1);
+        // Anything from the peer (the probe's ACK, at the latest) clears it, whatever the hints said.
+        if connection.stats().udp_rx.datagrams > received {
+            list.record(|v| v.cleared += 1);
+            break;
+        }
+        if probed && watch.hints.load(Ordering::Acquire) > 0 {
+            let _ = watch.gone.set(());
+            connection.close(VarInt::from_u32(GONE_CODE), GONE_DETAIL.as_bytes());
+            list.record(|v| v.gone += 1);
+            break;
+        }
+        // Silent, but no ICMP since the probe yet: the peer's kernel may be rate-limiting its ICMP.
+        if tokio::time::Instant::now() >= patience {
+            list.record(|v| v.cleared += 1);
+            break;
+        }
     }
     watch.suspected.store(false, Ordering::Release);
 }

@@ -50,7 +50,8 @@ mod linux {
             let queue = ErrorQueue::new(duplicate.as_raw_fd());
             loop {
                 let mut ready = tokio::select! {
-                    ready = duplicate.ready(Interest::PRIORITY) => match ready {
+                    // EPOLLERR comes with every queued error too; waiting on either is what proved reliable.
+                    ready = duplicate.ready(Interest::PRIORITY | Interest::ERROR) => match ready {
                         Ok(ready) => ready,
                         Err(_) => return,
                     },

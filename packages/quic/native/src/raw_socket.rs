@@ -45,8 +45,8 @@ pub struct IcmpHints {
     pub _watching: tokio::sync::oneshot::Sender<()>,
 }
 
-/// Receives retried in one poll after receive errors that only reported queued ICMP errors; past this the
-/// task yields (a flood of ICMP must not hold the endpoint's driver).
+/// Receives retried in one poll after errors that only reported queued ICMP errors; past this the task yields
+/// (a flood of ICMP must not hold the endpoint's driver).
 const ICMP_RETRIES: usize = 8;
 
 impl fmt::Debug for SplittingSocket {
@@ -60,9 +60,11 @@ impl SplittingSocket {
         Self { inner, raw, unreachable }
     }
 
-    /// After a receive error: true when it only reported queued ICMP errors (then they were read, the hints
-    /// passed on, and the receive can be retried). quinn's endpoint driver ends the endpoint on any receive
-    /// error but ECONNRESET, so these must not reach it.
+    /// After a receive error: true when it only reported a queued ICMP error (then the queue was read, its hints
+    /// passed on, and the receive can be retried). With IP_RECVERR, Linux fails the socket's next recvmsg (and
+    /// sendmsg) once per ICMP error. quinn's endpoint driver ends the endpoint on any receive error but
+    /// ECONNRESET; quinn 0.11's tokio socket happens to retry failed receives itself, and this keeps that true
+    /// whatever socket wrapper a quinn release brings.
     fn took_icmp_errors(&self, error: &io::Error) -> bool {
         let Some(hints) = &self.unreachable else { return false };
         #[cfg(target_os = "linux")]
@@ -96,6 +98,8 @@ impl AsyncUdpSocket for SplittingSocket {
     }
 
     fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
+        // A send that fails because an ICMP error is pending (ECONNREFUSED, once per error) never reaches quinn:
+        // quinn-udp drops the datagram and reports success, and QUIC retransmits it.
         self.inner.try_send(transmit)
     }
 

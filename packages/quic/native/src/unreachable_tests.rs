@@ -191,3 +191,4 @@ async fn hints_for_unknown_peers_and_released_connections_keep_no_state() {
     assert_eq!(*watchlist.verdicts().borrow(), Verdicts::default());
 }
 
+

@@ -50,7 +50,7 @@ mod linux {
             let queue = ErrorQueue::new(duplicate.as_raw_fd());
             loop {
                 let mut ready = tokio::select! {
-                    // EPOLLERR comes with every queued error too; waiting on either is what proved reliable.
+                    // EPOLLERR comes with every queued error too; either wakes the drain.
                     ready = duplicate.ready(Interest::PRIORITY | Interest::ERROR) => match ready {
                         Ok(ready) => ready,
                         Err(_) => return,

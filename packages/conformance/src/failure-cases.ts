@@ -90,7 +90,8 @@ export function describeFailureCases(target: ConformanceTarget): void {
         }
       })();
       const error = await rejection(consume);
-      // UNAVAILABLE, not DEADLINE_EXCEEDED: the channel's own detection (TCP's end, QUIC's idle timeout) ended it.
+      // UNAVAILABLE, not DEADLINE_EXCEEDED: the channel's own detection (TCP's end; QUIC's idle timeout, or on Linux
+      // the dead port's ICMP port unreachable) ended it.
       expect(error.code).toBe('UNAVAILABLE');
       expect(received).toBeGreaterThanOrEqual(5);
     });

@@ -10,6 +10,7 @@ use crate::live::{Live, CONNECTIONS};
 use crate::reads::{Accepting, Armed, ReadEvent, ReadPump, ReadsReady};
 use crate::stream::QuicStream;
 use crate::stream_credit::StreamCredit;
+use crate::unreachable::{ConnectionSlot, PeerWatch, Watchlist};
 
 /// Streams handed over by one `accept_streams` call at most: JavaScript starts that many calls in one turn.
 const ACCEPT_BATCH: usize = 64;
@@ -35,7 +36,10 @@ pub struct ConnectionStats {
 #[napi]
 pub struct QuicConnection {
     /// Taken out by `release`, so a closed connection's state is freed now rather than when JS collects this.
-    connection: std::sync::Mutex<Option<Connection>>,
+    /// Shared (weakly) with the endpoint's watchlist of connections by peer address (unreachable.rs).
+    connection: std::sync::Arc<ConnectionSlot>,
+    /// Suspicion of a dead peer (ICMP port unreachable hints); once it is judged gone, errors say so.
+    watch: std::sync::Arc<PeerWatch>,
     remote_address: String,
     stable_id: f64,
     peer_key: [u8; 32],
@@ -61,7 +65,8 @@ impl QuicConnection {
                 std::net::SocketAddr::new(remote.ip().to_canonical(), remote.port()).to_string()
             },
             stable_id: connection.stable_id() as f64,
-            connection: std::sync::Mutex::new(Some(connection)),
+            connection: std::sync::Arc::new(std::sync::Mutex::new(Some(connection))),
+            watch: Default::default(),
             peer_key,
             live: std::sync::Mutex::new(Some(Live::new(&CONNECTIONS))),
             admitted: std::sync::Mutex::new(None),
@@ -90,13 +95,21 @@ impl QuicConnection {
         Self::new(connection, peer_key, max_streams).with_admission(admitted)
     }
 
+    /// Lists the connection under its peer's address, so ICMP port unreachable hints for it reach it.
+    pub fn watched(self, watchlist: &Watchlist) -> Self {
+        if let Ok(connection) = self.get() {
+            watchlist.register(connection.remote_address(), std::sync::Arc::downgrade(&self.connection), self.watch.clone());
+        }
+        self
+    }
+
     /// Counts a stream the peer opened against its grant (see stream_credit.rs), granting more when due.
     fn take_accepted(&self, connection: &Connection, send: SendStream, recv: RecvStream) -> QuicStream {
         let (slot, grant) = self.credit.opened();
         if let Some(limit) = grant {
             connection.set_max_concurrent_bi_streams(VarInt::from_u32(limit));
         }
-        QuicStream::accepted(send, recv, slot, self.arming())
+        QuicStream::accepted(send, recv, slot, self.arming(), self.watch.clone())
     }
 
     fn arming(&self) -> Option<tokio::sync::mpsc::UnboundedSender<Armed>> {
@@ -142,16 +155,16 @@ impl QuicConnection {
     #[napi]
     pub fn try_open_stream(&self) -> Result<Option<QuicStream>> {
         match self.get()?.open_bi().now_or_never() {
-            Some(Ok((send, recv))) => Ok(Some(QuicStream::accepted(send, recv, self.credit.opened_by_us(), self.arming()))),
-            Some(Err(e)) => Err(connection_error(&e)),
+            Some(Ok((send, recv))) => Ok(Some(QuicStream::accepted(send, recv, self.credit.opened_by_us(), self.arming(), self.watch.clone()))),
+            Some(Err(e)) => Err(self.watch.translate(connection_error(&e))),
             None => Ok(None),
         }
     }
 
     #[napi]
     pub async fn open_stream(&self) -> Result<QuicStream> {
-        let (send, recv) = self.get()?.open_bi().await.map_err(|e| connection_error(&e))?;
-        Ok(QuicStream::accepted(send, recv, self.credit.opened_by_us(), self.arming()))
+        let (send, recv) = self.get()?.open_bi().await.map_err(|e| self.watch.translate(connection_error(&e)))?;
+        Ok(QuicStream::accepted(send, recv, self.credit.opened_by_us(), self.arming(), self.watch.clone()))
     }
 
     /// The next stream the peer opened, or null once the connection is closed (see `closed`).
@@ -189,7 +202,7 @@ impl QuicConnection {
     pub fn start_reads(&self, on_ready: ReadsReady, accept: Option<bool>) -> bool {
         let Ok(connection) = self.get() else { return false };
         let accepting = accept.unwrap_or(false).then(|| Accepting { credit: self.credit.clone() });
-        let _ = self.reads.get_or_init(|| ReadPump::start(connection, on_ready, accepting));
+        let _ = self.reads.get_or_init(|| ReadPump::start(connection, on_ready, accepting, self.watch.clone()));
         true
     }
 
@@ -225,7 +238,7 @@ impl QuicConnection {
     #[napi]
     pub async fn closed(&self) -> String {
         match self.get() {
-            Ok(connection) => connection_error(&connection.closed().await).reason,
+            Ok(connection) => self.watch.translate(connection_error(&connection.closed().await)).reason,
             Err(e) => e.reason,
         }
     }

@@ -13,7 +13,8 @@ use crate::congestion;
 use crate::connection::{missing_key, QuicConnection};
 use crate::errors::{coded, connection_error};
 use crate::listener::{self, Accepted, RefusalEvent, REFUSAL_QUEUE};
-use crate::raw_socket::{RawDatagram, SplittingSocket, RAW_QUEUE};
+use crate::raw_socket::{IcmpHints, RawDatagram, SplittingSocket, RAW_QUEUE};
+use crate::unreachable::{Watchlist, DATAGRAM_WINDOW};
 use crate::reset_key::endpoint_config;
 use crate::session_cache;
 use crate::stream_credit::StreamCredit;
@@ -88,6 +89,8 @@ pub struct QuicEndpoint {
     max_streams: u32,
     /// Offers only agentlink/1 when dialling (EndpointOptions.legacy_protocol).
     legacy: bool,
+    /// The connections ICMP port-unreachable hints are about (unreachable.rs).
+    watchlist: Arc<Watchlist>,
 }
 
 const SOCKET_BUFFER: usize = 4 * 1024 * 1024;
@@ -128,6 +131,8 @@ fn transport_config(options: &EndpointOptions, default_connection_window: u32) -
         // The first grant only: quinn allocates per stream granted, whether used or not (see stream_credit.rs).
         .max_concurrent_bidi_streams(VarInt::from_u32(StreamCredit::initial(max_streams(options))))
         .max_concurrent_uni_streams(VarInt::from_u32(0))
+        // Peers' liveness probes (unreachable.rs) are DATAGRAM frames, which we never read: hold few of them.
+        .datagram_receive_buffer_size(Some(DATAGRAM_WINDOW))
         .congestion_controller_factory(congestion::controller_factory(options.congestion.as_deref()).map_err(|e| coded("INVALID_ARGUMENT", e))?);
     Ok(config)
 }
@@ -172,10 +177,12 @@ pub async fn bind_endpoint(options: EndpointOptions) -> Result<QuicEndpoint> {
         .map_err(|e| coded("INVALID_ARGUMENT", format!("bad bind address {}: {e}", options.host)))?;
     let port = u16::try_from(options.port).map_err(|_| coded("INVALID_ARGUMENT", format!("bad port {}", options.port)))?;
     let std_socket = bind_udp(SocketAddr::new(ip, port))?;
+    let watchlist = Watchlist::new();
+    let icmp = icmp_hints(&std_socket, &watchlist);
     let (raw_tx, raw_rx) = mpsc::channel(RAW_QUEUE);
     let runtime = Arc::new(TokioRuntime);
     let inner = quinn::Runtime::wrap_udp_socket(&*runtime, std_socket).map_err(|e| coded("UNAVAILABLE", e))?;
-    let socket = Arc::new(SplittingSocket::new(inner, raw_tx));
+    let socket = Arc::new(SplittingSocket::new(inner, raw_tx, icmp));
 
     // The stateless-reset key comes from the agent's key, so a restart answers old connections with a reset.
     let endpoint_config = endpoint_config(&credentials.key).map_err(|e| coded("INVALID_ARGUMENT", e))?;
@@ -211,7 +218,23 @@ pub async fn bind_endpoint(options: EndpointOptions) -> Result<QuicEndpoint> {
         closed: watch::channel(false).0,
         max_streams: max_streams(&options),
         legacy,
+        watchlist,
     })
+}
+
+/// The socket's ICMP error queue, drained whenever an error is queued and on receive errors (Linux; elsewhere
+/// none is enabled or read). Call within the engine's runtime, before the socket is handed to quinn.
+#[cfg(target_os = "linux")]
+pub(crate) fn icmp_hints(socket: &std::net::UdpSocket, watchlist: &Arc<Watchlist>) -> Option<IcmpHints> {
+    let hints = watchlist.clone();
+    let watching = crate::error_queue::watch(socket, move |peer| hints.hint(peer)).ok()?;
+    let queue = crate::error_queue::ErrorQueue::new(std::os::fd::AsRawFd::as_raw_fd(socket));
+    Some(IcmpHints { queue, watchlist: watchlist.clone(), _watching: watching })
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn icmp_hints(_socket: &std::net::UdpSocket, _watchlist: &Arc<Watchlist>) -> Option<IcmpHints> {
+    None
 }
 
 /// A UDP socket on `address`. On "::" it is dual-stack (IPv4 peers too, as IPv4-mapped addresses), on every OS.
@@ -226,6 +249,8 @@ fn bind_udp(address: SocketAddr) -> Result<std::net::UdpSocket> {
     // control backs off. Ask for more; the kernel caps it at net.core.{r,w}mem_max, which is fine.
     let _ = socket.set_recv_buffer_size(SOCKET_BUFFER);
     let _ = socket.set_send_buffer_size(SOCKET_BUFFER);
+    // ICMP errors about our datagrams, as hints that a peer's process is gone (unreachable.rs; Linux only).
+    crate::error_queue::enable(&socket, address.is_ipv6());
     socket.bind(&address.into()).map_err(cannot_bind)?;
     Ok(socket.into())
 }
@@ -364,11 +389,12 @@ impl QuicEndpoint {
     pub fn dial(&self, host: String, port: u32, expected_key: Buffer, timeout_ms: u32, early_data: Option<bool>) -> Result<Dial> {
         let expected: [u8; 32] = expected_key.as_ref().try_into().map_err(|_| coded("INVALID_ARGUMENT", "expected key must be 32 bytes"))?;
         let (sender, receiver) = oneshot::channel();
+        let watchlist = self.watchlist.clone();
         let work = handshake(self.endpoint.clone(), self.credentials.clone(), self.transport.clone(), self.max_streams, host, port, expected, timeout_ms, early_data.unwrap_or(false), self.legacy);
         let task = napi::bindgen_prelude::spawn(async move {
             // Nobody waiting any more (the dial was cancelled as it completed): the connection is dropped, which
             // closes it.
-            let _ = sender.send(work.await);
+            let _ = sender.send(work.await.map(|c| c.watched(&watchlist)));
         });
         Ok(Dial { result: std::sync::Mutex::new(Some(receiver)), task: task.abort_handle() })
     }
@@ -388,7 +414,7 @@ impl QuicEndpoint {
             accepted = incoming.recv() => accepted.map(|a| match a.handshake {
                 Some(done) => QuicConnection::before_handshake(a.connection, a.peer_key, self.max_streams, done, false).with_admission(a.admitted),
                 None => QuicConnection::accepted(a.connection, a.peer_key, self.max_streams, a.admitted),
-            }),
+            }.watched(&self.watchlist)),
             _ = closed.wait_for(|c| *c) => None,
         }
     }

@@ -17,6 +17,7 @@ mod delivery_rate_tests;
 mod early_data;
 mod endpoint;
 mod engine_slice;
+mod error_queue;
 mod errors;
 mod first_write;
 mod handshake;
@@ -35,6 +36,9 @@ mod stream_credit;
 mod test_support;
 mod tls;
 mod trim;
+mod unreachable;
+#[cfg(test)]
+mod unreachable_tests;
 
 use napi_derive::napi;
 

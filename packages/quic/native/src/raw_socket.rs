@@ -13,6 +13,8 @@ use quinn::udp::{RecvMeta, Transmit};
 use quinn::{AsyncUdpSocket, UdpPoller};
 use tokio::sync::mpsc;
 
+use crate::unreachable::Watchlist;
+
 const STUN_MAGIC_COOKIE: [u8; 4] = [0x21, 0x12, 0xa4, 0x42];
 /// Raw datagrams waiting for JavaScript; more are dropped (UDP semantics) rather than buffered without bound.
 pub const RAW_QUEUE: usize = 1024;
@@ -29,7 +31,23 @@ pub struct RawDatagram {
 pub struct SplittingSocket {
     inner: Arc<dyn AsyncUdpSocket>,
     raw: mpsc::Sender<RawDatagram>,
+    /// Where ICMP port unreachable hints go (Linux; see unreachable.rs).
+    unreachable: Option<IcmpHints>,
 }
+
+/// The socket's ICMP error queue and the connections its hints are about.
+pub struct IcmpHints {
+    #[cfg(target_os = "linux")]
+    pub queue: crate::error_queue::ErrorQueue,
+    pub watchlist: Arc<Watchlist>,
+    /// Ends the task that drains the error queue when an error is queued (error_queue::watch) with the socket.
+    #[cfg(target_os = "linux")]
+    pub _watching: tokio::sync::oneshot::Sender<()>,
+}
+
+/// Receives retried in one poll after errors that only reported queued ICMP errors; past this the task yields
+/// (a flood of ICMP must not hold the endpoint's driver).
+const ICMP_RETRIES: usize = 8;
 
 impl fmt::Debug for SplittingSocket {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -38,8 +56,25 @@ impl fmt::Debug for SplittingSocket {
 }
 
 impl SplittingSocket {
-    pub fn new(inner: Arc<dyn AsyncUdpSocket>, raw: mpsc::Sender<RawDatagram>) -> Self {
-        Self { inner, raw }
+    pub fn new(inner: Arc<dyn AsyncUdpSocket>, raw: mpsc::Sender<RawDatagram>, unreachable: Option<IcmpHints>) -> Self {
+        Self { inner, raw, unreachable }
+    }
+
+    /// After a receive error: true when it only reported a queued ICMP error (then the queue was read, its hints
+    /// passed on, and the receive can be retried). With IP_RECVERR, Linux fails the socket's next recvmsg (and
+    /// sendmsg) once per ICMP error. quinn's endpoint driver ends the endpoint on any receive error but
+    /// ECONNRESET; quinn 0.11's tokio socket happens to retry failed receives itself, and this keeps that true
+    /// whatever socket wrapper a quinn release brings.
+    fn took_icmp_errors(&self, error: &io::Error) -> bool {
+        let Some(hints) = &self.unreachable else { return false };
+        #[cfg(target_os = "linux")]
+        let read = hints.queue.drain(|peer| hints.watchlist.hint(peer));
+        #[cfg(not(target_os = "linux"))]
+        let read = {
+            let _ = hints;
+            0
+        };
+        read > 0 || crate::error_queue::is_icmp_error(error)
     }
 
     /// Sends one datagram outside QUIC (e.g. a STUN request), waiting while the socket is not writable.
@@ -63,11 +98,25 @@ impl AsyncUdpSocket for SplittingSocket {
     }
 
     fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
+        // A send that fails because an ICMP error is pending (ECONNREFUSED, once per error) never reaches quinn:
+        // quinn-udp drops the datagram and reports success, and QUIC retransmits it.
         self.inner.try_send(transmit)
     }
 
     fn poll_recv(&self, cx: &mut Context, bufs: &mut [IoSliceMut<'_>], meta: &mut [RecvMeta]) -> Poll<io::Result<usize>> {
-        let result = self.inner.poll_recv(cx, bufs, meta);
+        let mut result = self.inner.poll_recv(cx, bufs, meta);
+        let mut retries = 0;
+        while let Poll::Ready(Err(error)) = &result {
+            if !self.took_icmp_errors(error) {
+                return result;
+            }
+            retries += 1;
+            if retries == ICMP_RETRIES {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            result = self.inner.poll_recv(cx, bufs, meta);
+        }
         if let Poll::Ready(Ok(count)) = &result {
             for (buf, meta) in bufs.iter().zip(meta.iter()).take(*count) {
                 // Coalesced (GRO) batches are QUIC from one peer; a STUN reply always arrives alone.

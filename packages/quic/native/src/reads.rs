@@ -17,6 +17,7 @@ use quinn::{Connection, RecvStream};
 use tokio::sync::{mpsc, watch, Mutex};
 
 use crate::errors::{coded, read_error};
+use crate::unreachable::PeerWatch;
 use crate::stream::{drain_ready, Gathered, QuicStream};
 use crate::stream_credit::StreamCredit;
 
@@ -66,16 +67,18 @@ struct Ready {
 pub struct ReadPump {
     armed: mpsc::UnboundedSender<Armed>,
     ready: Arc<StdMutex<Ready>>,
+    /// The connection's suspicion state: a read that failed because the peer was judged gone says so.
+    watch: Arc<PeerWatch>,
 }
 
 impl ReadPump {
     /// Starts the connection's read task; it ends once the connection is closed and every armed read reported.
-    pub fn start(connection: Connection, notify: ReadsReady, accepting: Option<Accepting>) -> Self {
+    pub fn start(connection: Connection, notify: ReadsReady, accepting: Option<Accepting>, watch: Arc<PeerWatch>) -> Self {
         let (armed, queue) = mpsc::unbounded_channel();
         let ready = Arc::new(StdMutex::new(Ready::default()));
         let arming = accepting.as_ref().map(|_| armed.clone());
-        napi::bindgen_prelude::spawn(run(connection, queue, ready.clone(), notify, accepting.zip(arming)));
-        Self { armed, ready }
+        napi::bindgen_prelude::spawn(run(connection, queue, ready.clone(), notify, accepting.zip(arming), watch.clone()));
+        Self { armed, ready, watch }
     }
 
     pub fn arming(&self) -> mpsc::UnboundedSender<Armed> {
@@ -93,7 +96,7 @@ impl ReadPump {
                 Done::Read { token, outcome: Ok((data, fin)) } => {
                     ReadEvent { token, data: (data.len > 0).then(|| data.into_vec().into()), fin, error: None, stream: None }
                 }
-                Done::Read { token, outcome: Err(error) } => ReadEvent { token, data: None, fin: false, error: Some(error), stream: None },
+                Done::Read { token, outcome: Err(error) } => ReadEvent { token, data: None, fin: false, error: Some(self.watch.translate_reason(error)), stream: None },
                 Done::Accepted(stream) => ReadEvent { token: 0, data: None, fin: false, error: None, stream: Some(stream) },
             })
             .collect()
@@ -106,6 +109,7 @@ async fn run(
     ready: Arc<StdMutex<Ready>>,
     notify: ReadsReady,
     accepting: Option<(Accepting, mpsc::UnboundedSender<Armed>)>,
+    watch: Arc<PeerWatch>,
 ) {
     let mut reads = FuturesUnordered::new();
     let closed = connection.closed();
@@ -118,9 +122,9 @@ async fn run(
             accepted = connection.accept_bi(), if accepts => match (accepted, &accepting) {
                 (Ok((send, recv)), Some((accepting, arming))) => {
                     // Every other stream already opened joins the batch (as `accept_streams` does).
-                    let mut batch = vec![Done::Accepted(accepted_stream(&connection, accepting, arming, send, recv))];
+                    let mut batch = vec![Done::Accepted(accepted_stream(&connection, accepting, arming, send, recv, &watch))];
                     while let Some(Ok((send, recv))) = connection.accept_bi().now_or_never() {
-                        batch.push(Done::Accepted(accepted_stream(&connection, accepting, arming, send, recv)));
+                        batch.push(Done::Accepted(accepted_stream(&connection, accepting, arming, send, recv, &watch)));
                     }
                     deliver(&ready, &notify, batch);
                 }
@@ -190,12 +194,13 @@ fn accepted_stream(
     arming: &mpsc::UnboundedSender<Armed>,
     send: quinn::SendStream,
     recv: RecvStream,
+    watch: &Arc<PeerWatch>,
 ) -> QuicStream {
     let (slot, grant) = accepting.credit.opened();
     if let Some(limit) = grant {
         connection.set_max_concurrent_bi_streams(quinn::VarInt::from_u32(limit));
     }
-    QuicStream::accepted(send, recv, slot, Some(arming.clone()))
+    QuicStream::accepted(send, recv, slot, Some(arming.clone()), watch.clone())
 }
 
 /// The code of a local reset, once one is asked (never, if the stream is gone without one).

@@ -12,6 +12,7 @@ use quinn::{RecvStream, SendStream, VarInt};
 use tokio::sync::{watch, Mutex};
 
 use crate::errors::{coded, connection_error, read_error, write_error};
+use crate::unreachable::PeerWatch;
 use crate::first_write::FirstWrite;
 use crate::last_write::{self, LAST_WRITE_MAX};
 use crate::live::{Live, STREAMS};
@@ -34,6 +35,8 @@ pub struct QuicStream {
     arming: Option<tokio::sync::mpsc::UnboundedSender<Armed>>,
     /// The stream's first bytes were handed to the connection (first_write.rs).
     first_write: FirstWrite,
+    /// The connection's suspicion state (unreachable.rs): errors of a connection judged gone say so.
+    watch: Arc<PeerWatch>,
 }
 
 /// Chunks received and not yet handed to JavaScript: gathered first, so the bytes are copied once into a
@@ -109,11 +112,13 @@ impl QuicStream {
             live: std::sync::Mutex::new(Some(Live::new(&STREAMS))),
             slot: std::sync::Mutex::new(None),
             first_write: FirstWrite::default(),
+            watch: Arc::default(),
         }
     }
 
-    pub fn accepted(send: SendStream, recv: RecvStream, slot: StreamSlot, arming: Option<tokio::sync::mpsc::UnboundedSender<Armed>>) -> Self {
-        let this = Self::new(send, recv, arming);
+    pub fn accepted(send: SendStream, recv: RecvStream, slot: StreamSlot, arming: Option<tokio::sync::mpsc::UnboundedSender<Armed>>, watch: Arc<PeerWatch>) -> Self {
+        let mut this = Self::new(send, recv, arming);
+        this.watch = watch;
         *this.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(slot);
         this
     }
@@ -146,7 +151,7 @@ impl QuicStream {
         let send = guard.as_mut().ok_or_else(released)?;
         let written = match send.write(data).now_or_never() {
             Some(Ok(written)) => written,
-            Some(Err(e)) => return Err(write_error(e)),
+            Some(Err(e)) => return Err(self.watch.translate(write_error(e))),
             None => 0,
         };
         if finish && written == data.len() {
@@ -226,7 +231,7 @@ impl QuicStream {
         let mut guard = self.send.lock().await;
         let send = guard.as_mut().ok_or_else(released)?;
         tokio::select! {
-            result = send.write_all(&data) => result.map_err(write_error),
+            result = send.write_all(&data) => result.map_err(|e| self.watch.translate(write_error(e))),
             code = self.wait_for_reset() => Err(coded("LOCAL_RESET", code)),
         }
     }
@@ -242,7 +247,7 @@ impl QuicStream {
             Ok(_) if out.len > 0 => Ok(Some(out.into_vec().into())),
             Ok(true) => Ok(Some(Vec::new().into())),
             Ok(false) => Ok(None),
-            Err(e) => Err(read_error(e)),
+            Err(e) => Err(self.watch.translate(read_error(e))),
         }
     }
 
@@ -253,7 +258,7 @@ impl QuicStream {
         let mut guard = self.recv.lock().await;
         let recv = guard.as_mut().ok_or_else(released)?;
         let first = tokio::select! {
-            result = recv.read_chunk(max as usize, true) => result.map_err(read_error)?,
+            result = recv.read_chunk(max as usize, true) => result.map_err(|e| self.watch.translate(read_error(e)))?,
             code = self.wait_for_reset() => return Err(coded("LOCAL_RESET", code)),
         };
         let Some(first) = first else { return Ok(None) };
@@ -374,7 +379,7 @@ impl QuicStream {
             _ = wait_for_reset(&mut reset) => Ok(None),
             outcome = stopped => match outcome {
                 Ok(Some(code)) => Ok(u32::try_from(code.into_inner()).ok().or(Some(u32::MAX))),
-                Err(quinn::StoppedError::ConnectionLost(error)) => Err(connection_error(&error)),
+                Err(quinn::StoppedError::ConnectionLost(error)) => Err(self.watch.translate(connection_error(&error))),
                 _ => Ok(None),
             },
         }

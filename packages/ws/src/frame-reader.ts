@@ -200,7 +200,7 @@ function payloadLength(bytes: Buffer, offset: number, b1: number): number {
 /**
  * Puts a FrameReader in front of `ws`'s Receiver on an open WebSocket: `ws`'s own 'data' listener on the socket
  * (`socketOnData`, which writes every read to the Receiver) is replaced by the reader's. Reaches into internals
- * of `ws` 8 (the WebSocket's `_receiver`, the listener's name, the Receiver's `_allowSynchronousEvents`), pinned by
+ * of `ws` 8 (the WebSocket's `_receiver` and `_socket`, the listener's name, the Receiver's `_allowSynchronousEvents`), pinned by
  * frame-reader.test.ts on real sockets; if any is not as expected, `ws` reads everything as before and this returns
  * undefined (frame-reader-fallback.test.ts).
  *
@@ -214,9 +214,14 @@ export function readFramesFirst(
   raw: Duplex,
   init: { isServer: boolean; maxPayload: number; onMessage(data: Buffer): void },
 ): FrameReader | undefined {
-  const receiver = (socket as unknown as { _receiver?: FrameReceiver & { _allowSynchronousEvents?: unknown } })._receiver;
-  const wsOnData = raw.listeners('data').find((listener) => listener.name === 'socketOnData') as ((chunk: Buffer) => void) | undefined;
+  const internals = socket as unknown as { _receiver?: FrameReceiver & { _allowSynchronousEvents?: unknown }; _socket?: unknown };
+  const receiver = internals._receiver;
+  // ws's listener, and only one of that name (node's HTTP client has a `socketOnData` of its own, gone by the upgrade):
+  // removing another would leave ws's in place, and every read would be read twice.
+  const named = raw.listeners('data').filter((listener) => listener.name === 'socketOnData');
+  const wsOnData = named.length === 1 ? (named[0] as (chunk: Buffer) => void) : undefined;
   if (
+    internals._socket !== raw ||
     receiver === undefined ||
     typeof receiver.write !== 'function' ||
     receiver.errored !== null ||

@@ -71,6 +71,12 @@ describe('readFramesFirst where ws is not as it expects', () => {
     expect(await heard(socket, raw, client)).toEqual({ messages: ['fragment-ed', 'whole'], installed: false });
   }, 10_000);
 
+  it('leaves everything to ws when another data listener has the name of ws’s (each message heard once)', async () => {
+    const { socket, raw, client } = await pair({ allowSynchronousEvents: true });
+    raw.prependListener('data', function socketOnData(): void {});
+    expect(await heard(socket, raw, client)).toEqual({ messages: ['fragment-ed', 'whole'], installed: false });
+  });
+
   it('leaves everything to ws when its data listener is not found, or its Receiver is missing', async () => {
     const renamed = await pair({ allowSynchronousEvents: true });
     const [wsOnData] = renamed.raw.listeners('data') as Array<(chunk: Buffer) => void>;

@@ -13,11 +13,11 @@ afterEach(async () => {
 const MUX_OPEN_FIN = 0x80;
 
 /** A call to `method` on mux stream `id`, as one masked binary WebSocket frame with the zero key (as our clients send). */
-function call(id: number, method: string): Buffer {
+function call(id: number, method: string, body: unknown = null): Buffer {
   const open = Buffer.alloc(5);
   open[0] = MUX_OPEN_FIN;
   open.writeUInt32BE(id, 1);
-  return RawWebSocket.frame(Buffer.concat([open, requestFrame(method, null)]));
+  return RawWebSocket.frame(Buffer.concat([open, requestFrame(method, body)]));
 }
 
 /** A masked frame with the zero key of any first byte (FIN, RSV bits, opcode) and payload. */
@@ -84,4 +84,22 @@ describe('the frame reader against a raw client on a real socket', () => {
       }
     });
   }
+});
+
+describe('the frame reader around a frame that spans reads', () => {
+  it('serves calls in the order they came: before, across and after a frame ws reads in pieces', async () => {
+    const server = await createAgent({ channels: [webSocket({ port: 0 })] });
+    agents.push(server);
+    const heard: string[] = [];
+    server.handle('note', (body: unknown) => {
+      heard.push(typeof body === 'string' && body.length > 100 ? `long ${body.length}` : String(body));
+      return null;
+    });
+    // In one write: 16 KiB TLS records, so the long call's frame spans reads (ws's: a read of its 16 KiB is as much as
+    // ws's Receiver takes without asking for a pause on Node 20) while the short calls around it are whole in their
+    // reads (the reader's).
+    const frames = [call(1, 'note', 'a'), call(3, 'note', 'x'.repeat(40_000)), call(5, 'note', 'b'), call(7, 'note', 'c'), close1000];
+    expect(await send(server, Buffer.concat(frames), [])).toBe(1000);
+    expect(heard).toEqual(['a', 'long 40000', 'b', 'c']);
+  });
 });

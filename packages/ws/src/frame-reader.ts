@@ -199,21 +199,37 @@ function payloadLength(bytes: Buffer, offset: number, b1: number): number {
 
 /**
  * Puts a FrameReader in front of `ws`'s Receiver on an open WebSocket: `ws`'s own 'data' listener on the socket
- * (`socketOnData`, which writes every read to the Receiver) is replaced by the reader's. Reaches into two internals
- * of `ws` 8 (the WebSocket's `_receiver` and the listener's name), pinned by frame-reader.test.ts on real sockets;
- * if either is missing, `ws` reads everything as before and this returns undefined.
+ * (`socketOnData`, which writes every read to the Receiver) is replaced by the reader's. Reaches into internals
+ * of `ws` 8 (the WebSocket's `_receiver` and `_socket`, the listener's name, the Receiver's `_allowSynchronousEvents`), pinned by
+ * frame-reader.test.ts on real sockets; if any is not as expected, `ws` reads everything as before and this returns
+ * undefined (frame-reader-fallback.test.ts).
  *
  * `ws` must emit its events synchronously (`allowSynchronousEvents`, the default since ws 8.17 and set explicitly
- * by this channel), or a message `ws` read would be overtaken by one read here.
+ * by this channel), or a message `ws` read would be overtaken by one read here; and its Receiver must be a Writable
+ * that says at once when it refused a write (`errored`, null until then), or the reader would stop at the first
+ * byte it hands on (and nothing would read the socket after it).
  */
 export function readFramesFirst(
   socket: WebSocket,
   raw: Duplex,
   init: { isServer: boolean; maxPayload: number; onMessage(data: Buffer): void },
 ): FrameReader | undefined {
-  const receiver = (socket as unknown as { _receiver?: FrameReceiver })._receiver;
-  const wsOnData = raw.listeners('data').find((listener) => listener.name === 'socketOnData') as ((chunk: Buffer) => void) | undefined;
-  if (receiver === undefined || typeof receiver.write !== 'function' || wsOnData === undefined) return undefined;
+  const internals = socket as unknown as { _receiver?: FrameReceiver & { _allowSynchronousEvents?: unknown }; _socket?: unknown };
+  const receiver = internals._receiver;
+  // ws's listener, and only one of that name (node's HTTP client has a `socketOnData` of its own, gone by the upgrade):
+  // removing another would leave ws's in place, and every read would be read twice.
+  const named = raw.listeners('data').filter((listener) => listener.name === 'socketOnData');
+  const wsOnData = named.length === 1 ? (named[0] as (chunk: Buffer) => void) : undefined;
+  if (
+    internals._socket !== raw ||
+    receiver === undefined ||
+    typeof receiver.write !== 'function' ||
+    receiver.errored !== null ||
+    receiver._allowSynchronousEvents !== true ||
+    wsOnData === undefined
+  ) {
+    return undefined;
+  }
   const reader = new FrameReader({ ...init, receiver, pause: () => raw.pause() });
   const onData = (chunk: Buffer): void => reader.push(chunk);
   // Where ws removes its own listener (a close frame read, or a frame refused), the reader stops and goes.

@@ -75,11 +75,30 @@ const MAX_PENDING_PONGS = 60;
  * 13 GB.
  */
 export const MAX_FRAGMENTS = 1024;
+/**
+ * Reads one WebSocket frame may arrive in while ws holds them (at least; see `maxBufferedReads`); one more closes the
+ * connection (1008). ws keeps each read of an unfinished frame as a Buffer of its own (~190 B of heap beside its
+ * bytes): a peer sending a 64 KiB frame in one-byte TLS records made ws hold 65,541 of them, 12.3 MB of heap per
+ * connection (2026-11-24), where `maxPayload` promised 64 KiB. A frame written at once arrives in 16 KiB records (a
+ * few hundred 1.4 KB ones first from TLS stacks that size records dynamically, as Go's does); 1,024 reads is 64 bytes
+ * a record for the largest default frame. ws's default is 262,144.
+ */
+export const MAX_BUFFERED_READS = 1024;
+
+/** The bound on reads held for a side taking frames of `maxPayload` bytes: 1 KiB a read on average, 1,024 reads at least. */
+export function maxBufferedReads(maxPayload: number): number {
+  return Math.max(MAX_BUFFERED_READS, Math.ceil(maxPayload / 1024));
+}
 /** A refused client gets this long to read its 401 before its socket is destroyed. */
 const REFUSAL_LINGER_MS = 1000;
 function ignore(): void {}
-/** ws's options for MAX_PENDING_PONGS (from ws 8.23) and MAX_FRAGMENTS (from 8.22); @types/ws 8.18 lists neither. */
-const frameBounds = { maxPendingAutoPongs: MAX_PENDING_PONGS, maxFragments: MAX_FRAGMENTS } as object;
+/**
+ * ws's options for MAX_PENDING_PONGS, the reads held (`maxBufferedChunks`, both from ws 8.23) and MAX_FRAGMENTS (from
+ * 8.22); @types/ws 8.18 lists none.
+ */
+function frameBounds(maxPayload: number): object {
+  return { maxPendingAutoPongs: MAX_PENDING_PONGS, maxFragments: MAX_FRAGMENTS, maxBufferedChunks: maxBufferedReads(maxPayload) };
+}
 /**
  * ws emits 'message', 'ping' and 'pong' as it reads them (ws's default since 8.17, set here because the channel
  * relies on it): the frame reader in front of ws (frame-reader.ts) takes the frames after them in the same read,
@@ -120,7 +139,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
         // Garbage that parses as the start of a TLS record would otherwise hold its socket for node's 120 s.
         handshakeTimeout: guard.handshakeTimeoutMs,
       });
-      const wss = new WebSocketServer({ noServer: true, maxPayload, perMessageDeflate: false, allowSynchronousEvents: SYNCHRONOUS_EVENTS, ...frameBounds });
+      const wss = new WebSocketServer({ noServer: true, maxPayload, perMessageDeflate: false, allowSynchronousEvents: SYNCHRONOUS_EVENTS, ...frameBounds(maxPayload) });
       guard.attach(server);
       // Right when the handshake ends: a client without an agent certificate gets its 401 now, not after sending
       // a request (or holding the socket until node's header timeout).
@@ -178,7 +197,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
           maxPayload,
           perMessageDeflate: false,
           allowSynchronousEvents: SYNCHRONOUS_EVENTS,
-          ...frameBounds,
+          ...frameBounds(maxPayload),
           localAddress: options.localAddress,
           generateMask: zeroMask,
         };

@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 // The hand-written client that can flood frames without reading (shared with the hostile suite).
 import { RawWebSocket } from '../../conformance/src/hostile/raw-websocket.js';
 import { webSocket } from '../src/index.js';
-import { MAX_FRAGMENTS } from '../src/web-socket-transport.js';
+import { MAX_BUFFERED_READS, MAX_FRAGMENTS } from '../src/web-socket-transport.js';
 
 const agents: Agent[] = [];
 afterEach(async () => {
@@ -84,6 +84,40 @@ describe('a WebSocket message in tiny fragments', () => {
     }
     expect(refused()).toBe(true);
     expect(sent).toBeLessThanOrEqual(2 * MAX_FRAGMENTS);
+    const client = await createAgent({ channels: [webSocket()] });
+    agents.push(client);
+    expect(await client.send(server.addresses[0]!, 'echo', 'still here')).toBe('still here');
+  });
+});
+
+describe('a WebSocket frame in tiny TLS records', () => {
+  it(`is refused after ${MAX_BUFFERED_READS} reads held (1008), not after ws's default of 262,144 (~190 B of heap each, outside core's budgets)`, async () => {
+    const server = await createAgent({ channels: [webSocket({ port: 0 })] });
+    agents.push(server);
+    server.handle('echo', (body: unknown) => body);
+    const url = new URL(server.addresses[0]!.slice(server.addresses[0]!.indexOf('@') + 1));
+    const peer = await RawWebSocket.connect(url, url.pathname);
+    let received = Buffer.alloc(0);
+    let isClosed = false;
+    const refused = (): boolean => {
+      const at = received.indexOf(Buffer.from([0x88]));
+      return at >= 0 && received.length >= at + 4 && received.readUInt16BE(at + 2) === 1008;
+    };
+    peer.socket.on('data', (chunk: Buffer) => (received = Buffer.concat([received, chunk])));
+    const closed = new Promise<void>((resolve) => peer.socket.once('close', () => ((isClosed = true), resolve())));
+    peer.socket.resume();
+    // A binary frame declaring 64 KiB (within maxPayload), then its bytes one TLS record (one read at the server) each:
+    // a write waits for the one before it, or node would join them into one record.
+    const write = (bytes: Buffer): Promise<void> => new Promise((resolve) => peer.socket.write(bytes, () => resolve()));
+    await write(Buffer.from([0x82, 0x80 | 127, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0]));
+    let sent = 0;
+    while (!isClosed && !refused() && sent < 4 * MAX_BUFFERED_READS) {
+      await write(Buffer.from([0x41]));
+      sent++;
+    }
+    await closed; // the server closed it (the test's timeout bounds the wait)
+    expect(refused()).toBe(true);
+    expect(sent).toBeLessThan(4 * MAX_BUFFERED_READS);
     const client = await createAgent({ channels: [webSocket()] });
     agents.push(client);
     expect(await client.send(server.addresses[0]!, 'echo', 'still here')).toBe('still here');

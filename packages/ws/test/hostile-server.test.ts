@@ -6,7 +6,7 @@ import { AgentError, createAgent, Identity, type Agent } from '@agentlink/core';
 import { selfSignedCertificate } from '@agentlink/core/transport';
 import { afterEach, describe, expect, it } from 'vitest';
 import { webSocket } from '../src/index.js';
-import { MAX_FRAGMENTS } from '../src/web-socket-transport.js';
+import { MAX_BUFFERED_READS, MAX_FRAGMENTS } from '../src/web-socket-transport.js';
 
 /**
  * The bounds ws enforces on what a peer sends (fragments per message, pongs owed, message size) are given to the
@@ -97,6 +97,22 @@ describe('an agent that dials a hostile WebSocket server', () => {
     const error = await call;
     expect(error).toBeInstanceOf(AgentError);
     expect((error as AgentError).code).toBe('UNAVAILABLE');
+  });
+
+  it(`closes a frame sent in more than ${MAX_BUFFERED_READS} TLS records while ws holds them (1008) and fails its call, typed`, async () => {
+    const server = await hostileServer();
+    const { call } = await dialler(server.address);
+    const socket = await server.connection;
+    const received = collect(socket);
+    let isClosed = false;
+    void received.then(() => (isClosed = true));
+    // A binary frame declaring 64 KiB (within maxPayload), then its bytes one TLS record (one read at the dialler)
+    // each: a write waits for the one before it, or node would join them into one record.
+    const write = (bytes: Buffer): Promise<void> => new Promise((resolve) => socket.write(bytes, () => resolve()));
+    await write(Buffer.from([0x82, 127, 0, 0, 0, 0, 0, 1, 0, 0]));
+    for (let sent = 0; !isClosed && sent < 4 * MAX_BUFFERED_READS; sent++) await write(Buffer.from([0x41]));
+    expect(closeCode(await received)).toBe(1008);
+    expect(((await call) as AgentError).code).toBe('UNAVAILABLE');
   });
 
   it('terminates a server that floods pings and never reads the pongs (at most 60 owed)', async () => {

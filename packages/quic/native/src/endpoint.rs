@@ -227,8 +227,10 @@ pub async fn bind_endpoint(options: EndpointOptions) -> Result<QuicEndpoint> {
 #[cfg(target_os = "linux")]
 pub(crate) fn icmp_hints(socket: &std::net::UdpSocket, watchlist: &Arc<Watchlist>) -> Option<IcmpHints> {
     let hints = watchlist.clone();
-    let watching = crate::error_queue::watch(socket, move |peer| hints.hint(peer)).ok()?;
-    let queue = crate::error_queue::ErrorQueue::new(std::os::fd::AsRawFd::as_raw_fd(socket));
+    let fd = std::os::fd::AsRawFd::as_raw_fd(socket);
+    let gate = Arc::new(crate::icmp_gate::IcmpGate::new(fd, std::time::Instant::now()));
+    let watching = crate::error_queue::watch(socket, gate.clone(), move |peer| hints.hint(peer)).ok()?;
+    let queue = crate::error_queue::ErrorQueue::new(fd, gate);
     Some(IcmpHints { queue, watchlist: watchlist.clone(), _watching: watching })
 }
 

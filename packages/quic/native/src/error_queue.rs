@@ -20,8 +20,11 @@ mod linux {
     /// Error-queue entries read at a time; then the draining task yields before reading on (the kernel keeps
     /// the socket's error set while entries remain), so an ICMP flood costs bounded work per turn.
     pub const DRAIN_BATCH: usize = 64;
+    use crate::icmp_gate::IcmpGate;
     use std::mem::{size_of, zeroed};
     use std::os::fd::{AsRawFd, RawFd};
+    use std::sync::Arc;
+    use std::time::Instant;
     use tokio::io::unix::AsyncFd;
     use tokio::io::Interest;
     use tokio::sync::oneshot;
@@ -42,14 +45,22 @@ mod linux {
 
     /// Drains `socket`'s error queue whenever an error is queued, passing port-unreachable hints to `hint`,
     /// until the returned guard is dropped. Must be called within the engine's runtime.
-    pub fn watch(socket: &std::net::UdpSocket, hint: impl Fn(SocketAddr) + Send + 'static) -> io::Result<oneshot::Sender<()>> {
+    /// `gate` is shared with the socket's other reader of the queue (raw_socket.rs): past its rate the endpoint stops
+    /// asking for ICMP errors, and this task asks again once its cool-down is over (icmp_gate.rs).
+    pub fn watch(socket: &std::net::UdpSocket, gate: Arc<IcmpGate>, hint: impl Fn(SocketAddr) + Send + 'static) -> io::Result<oneshot::Sender<()>> {
         // SAFETY: the AsyncFd owns the duplicate (a std UdpSocket), which stays open, the same fd, until it drops.
         let duplicate = unsafe { AsyncFd::register_with_interest(socket.try_clone()?, Interest::PRIORITY) }.map_err(io::Error::from)?;
         let (stop, mut stopped) = oneshot::channel::<()>();
         tokio::spawn(async move {
-            let queue = ErrorQueue::new(duplicate.as_raw_fd());
+            let queue = ErrorQueue::new(duplicate.as_raw_fd(), gate.clone());
             loop {
+                let reopen = gate.closed_until();
                 let mut ready = tokio::select! {
+                    // The gate stopped asking for errors during a flood; ask again after its cool-down.
+                    _ = tokio::time::sleep_until(reopen.unwrap_or_else(Instant::now).into()), if reopen.is_some() => {
+                        gate.reopen_if_due(Instant::now());
+                        continue;
+                    }
                     // EPOLLERR comes with every queued error too; either wakes the drain.
                     ready = duplicate.ready(Interest::PRIORITY | Interest::ERROR) => match ready {
                         Ok(ready) => ready,
@@ -90,12 +101,13 @@ mod linux {
 
     pub struct ErrorQueue {
         fd: RawFd,
+        gate: Arc<IcmpGate>,
     }
 
     impl ErrorQueue {
         /// `fd` must outlive this (it is the endpoint's socket, owned by the same `SplittingSocket`).
-        pub fn new(fd: RawFd) -> Self {
-            Self { fd }
+        pub fn new(fd: RawFd, gate: Arc<IcmpGate>) -> Self {
+            Self { fd, gate }
         }
 
         /// Reads up to DRAIN_BATCH entries, calling `unreachable` with the destination of each datagram that
@@ -110,6 +122,7 @@ mod linux {
                 }
                 read += 1;
             }
+            self.gate.counted(read, Instant::now());
             read
         }
 

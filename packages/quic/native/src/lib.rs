@@ -21,6 +21,8 @@ mod error_queue;
 mod errors;
 mod first_write;
 mod handshake;
+#[cfg(target_os = "linux")]
+mod icmp_gate;
 mod last_write;
 mod listener;
 mod live;

@@ -192,3 +192,43 @@ async fn hints_for_unknown_peers_and_released_connections_keep_no_state() {
 }
 
 
+
+/// Forged ICMP cost our sends a datagram each (Linux fails the next send once per queued error): past its rate the
+/// endpoint stops asking for them (icmp_gate.rs). Real errors from a closed port on loopback (not rate-limited
+/// there) stand in for a flood.
+#[tokio::test]
+async fn a_flood_of_icmp_errors_turns_the_hint_off() {
+    use std::os::fd::AsRawFd;
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, Some(socket2::Protocol::UDP)).unwrap();
+    crate::error_queue::enable(&socket, false);
+    socket.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into()).unwrap();
+    let socket: std::net::UdpSocket = socket.into();
+    let watchlist = Watchlist::new();
+    let _hints = crate::endpoint::icmp_hints(&socket, &watchlist).expect("the error queue watched");
+    let closed = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap(); // dropped: its port is closed
+    let before = crate::icmp_gate::times_closed();
+    let recverr = || {
+        let mut value: libc::c_int = -1;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        unsafe { libc::getsockopt(socket.as_raw_fd(), libc::IPPROTO_IP, libc::IP_RECVERR, &mut value as *mut _ as *mut libc::c_void, &mut len) };
+        value
+    };
+    assert_eq!(recverr(), 1);
+    let flood = async {
+        while crate::icmp_gate::times_closed() == before {
+            for _ in 0..64 {
+                let _ = socket.send_to(b"x", closed); // some fail once, for an error not read yet: that is the point
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(GUARD, flood).await.expect("the gate to close within the guard");
+    assert_eq!(recverr(), 0, "no more ICMP errors asked for");
+    // Errors queued before it closed may still wait (the draining task reads 64 at a time): read them here.
+    let leftover = crate::error_queue::ErrorQueue::new(socket.as_raw_fd(), Arc::new(crate::icmp_gate::IcmpGate::new(socket.as_raw_fd(), std::time::Instant::now())));
+    while leftover.drain(|_| {}) > 0 {}
+    // None is queued any more, so a send no longer fails for one.
+    for _ in 0..100 {
+        socket.send_to(b"x", closed).expect("sends succeed while the hint is off");
+    }
+}

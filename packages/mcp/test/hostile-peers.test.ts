@@ -211,24 +211,34 @@ describe('MCP requests in flight (ws, loopback)', () => {
   });
 });
 
+/**
+ * A server whose one tool, `stubborn`, ignores its abort and runs until `release()`; `allRunning` emits 'full' when
+ * MAX_MCP_REQUESTS_IN_FLIGHT of them run at once.
+ */
+function serveStubbornTools(server: Agent): { readonly running: number; allRunning: EventEmitter; release: () => void } {
+  let running = 0;
+  const allRunning = new EventEmitter();
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  serveMcp(server, () => {
+    const mcp = new McpServer({ name: 'stubborn', version: '1.0.0' });
+    mcp.registerTool('stubborn', { description: 'ignores its abort signal' }, async () => {
+      if (++running === MAX_MCP_REQUESTS_IN_FLIGHT) allRunning.emit('full');
+      await gate;
+      running--;
+      return { content: [] };
+    });
+    return mcp;
+  });
+  return { get running() { return running; }, allRunning, release };
+}
+
 describe('MCP requests cancelled while their tool runs on (ws, loopback)', () => {
   it('a client cancelling and calling again a tool that ignores its cancellation: each call keeps its slot until the tool returns', async () => {
     const server = await createAgent({ channels: [webSocket({ port: 0, host: '127.0.0.1' })] });
     const caller = await createAgent({ channels: [webSocket()] });
-    let running = 0;
-    const allRunning = new EventEmitter();
-    let release!: () => void;
-    const gate = new Promise<void>((resolve) => (release = resolve));
-    serveMcp(server, () => {
-      const mcp = new McpServer({ name: 'stubborn', version: '1.0.0' });
-      mcp.registerTool('stubborn', { description: 'ignores its cancellation' }, async () => {
-        if (++running === MAX_MCP_REQUESTS_IN_FLIGHT) allRunning.emit('full');
-        await gate;
-        running--;
-        return { content: [] };
-      });
-      return mcp;
-    });
+    const tools = serveStubbornTools(server);
+    const { allRunning, release } = tools;
     try {
       const call = caller.duplex<string, string>(server.addresses[0]!, 'mcp');
       const replies = call[Symbol.asyncIterator]();
@@ -251,9 +261,9 @@ describe('MCP requests cancelled while their tool runs on (ws, loopback)', () =>
       // Before: the cancels freed every slot while the tools ran on, so this call started a 1,025th and the ping was answered.
       expect(JSON.parse((await replies.next()).value as string)).toMatchObject({ id: 'again', error: { code: TOO_MANY_MCP_REQUESTS } });
       expect(JSON.parse((await replies.next()).value as string)).toMatchObject({ id: 'probe', error: { code: TOO_MANY_MCP_REQUESTS } });
-      expect(running).toBe(MAX_MCP_REQUESTS_IN_FLIGHT);
+      expect(tools.running).toBe(MAX_MCP_REQUESTS_IN_FLIGHT);
       release(); // the tools return (the SDK answers none: they were cancelled), and their slots are free
-      await expect.poll(() => running).toBe(0);
+      await expect.poll(() => tools.running).toBe(0);
       await call.send(JSON.stringify({ jsonrpc: '2.0', id: 'after', method: 'ping' }));
       expect(JSON.parse((await replies.next()).value as string)).toEqual({ jsonrpc: '2.0', id: 'after', result: {} });
       call.abort();
@@ -270,20 +280,8 @@ describe('MCP tools that outlive their session (ws, loopback)', () => {
     const server = await createAgent({ channels: [webSocket({ port: 0, host: '127.0.0.1' })] });
     const caller = await createAgent({ channels: [webSocket()] });
     const other = await createAgent({ channels: [webSocket()] });
-    let running = 0;
-    const allRunning = new EventEmitter();
-    let release!: () => void;
-    const gate = new Promise<void>((resolve) => (release = resolve));
-    serveMcp(server, () => {
-      const mcp = new McpServer({ name: 'stubborn', version: '1.0.0' });
-      mcp.registerTool('stubborn', { description: 'ignores its abort signal' }, async () => {
-        if (++running === MAX_MCP_REQUESTS_IN_FLIGHT) allRunning.emit('full');
-        await gate;
-        running--;
-        return { content: [] };
-      });
-      return mcp;
-    });
+    const tools = serveStubbornTools(server);
+    const { allRunning, release } = tools;
     const initialize = { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'reopener', version: '1' } };
     /** A new session of `agent`: its answer to initialize, and the session. */
     const open = async (agent: Agent) => {
@@ -310,10 +308,10 @@ describe('MCP tools that outlive their session (ws, loopback)', () => {
       const another = await open(other); // another peer's requests are its own
       expect(another.answer).toMatchObject({ id: 'init', result: expect.anything() });
       another.call.abort();
-      expect(running).toBe(MAX_MCP_REQUESTS_IN_FLIGHT);
+      expect(tools.running).toBe(MAX_MCP_REQUESTS_IN_FLIGHT);
 
       release(); // the tools return: the peer's slots are free
-      await expect.poll(() => running).toBe(0);
+      await expect.poll(() => tools.running).toBe(0);
       const third = await open(caller);
       expect(third.answer).toMatchObject({ id: 'init', result: expect.anything() });
       third.call.abort();

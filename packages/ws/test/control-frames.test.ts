@@ -10,6 +10,15 @@ afterEach(async () => {
   await Promise.all(agents.splice(0).map((a) => a.close()));
 });
 
+/** An agent serving `echo` on ws, and a hand-written WebSocket client connected to it (not an agent). */
+async function echoServerAndRawPeer(): Promise<{ server: Agent; peer: RawWebSocket }> {
+  const server = await createAgent({ channels: [webSocket({ port: 0 })] });
+  agents.push(server);
+  server.handle('echo', (body: unknown) => body);
+  const url = new URL(server.addresses[0]!.slice(server.addresses[0]!.indexOf('@') + 1));
+  return { server, peer: await RawWebSocket.connect(url, url.pathname) };
+}
+
 /** A masked ping (opcode 9) with a 125-byte payload, the largest a control frame may carry. */
 function ping(): Buffer {
   return Buffer.concat([Buffer.from([0x89, 0x80 | 125]), Buffer.alloc(4), Buffer.alloc(125, 0x70)]);
@@ -17,11 +26,7 @@ function ping(): Buffer {
 
 describe('WebSocket control frames from a peer that does not read', () => {
   it('a ping flood whose pongs nobody reads is closed (at most 60 pongs wait past the socket buffers) and others are served', async () => {
-    const server = await createAgent({ channels: [webSocket({ port: 0 })] });
-    agents.push(server);
-    server.handle('echo', (body: unknown) => body);
-    const url = new URL(server.addresses[0]!.slice(server.addresses[0]!.indexOf('@') + 1));
-    const flooder = await RawWebSocket.connect(url, url.pathname);
+    const { server, peer: flooder } = await echoServerAndRawPeer();
     expect(flooder.status).toBe(101);
     // 100,000 pings (13 MB) written as fast as the server takes them; the flooder never reads a pong.
     const closed = new Promise<void>((resolve) => flooder.socket.once('close', () => resolve()));
@@ -44,11 +49,7 @@ describe('WebSocket control frames from a peer that does not read', () => {
 
 describe('a WebSocket message in tiny fragments', () => {
   it(`is refused after ${MAX_FRAGMENTS} fragments (1008), not after ws's default of 16,384 (~200 B of heap each, outside core's budgets)`, async () => {
-    const server = await createAgent({ channels: [webSocket({ port: 0 })] });
-    agents.push(server);
-    server.handle('echo', (body: unknown) => body);
-    const url = new URL(server.addresses[0]!.slice(server.addresses[0]!.indexOf('@') + 1));
-    const peer = await RawWebSocket.connect(url, url.pathname);
+    const { server, peer } = await echoServerAndRawPeer();
     // What the server sends back: a pong per batch (so we know it read the batch), then its close frame (0x88)
     // with status 1008, policy violation.
     let received = Buffer.alloc(0);
@@ -92,11 +93,7 @@ describe('a WebSocket message in tiny fragments', () => {
 
 describe('a WebSocket frame in tiny TLS records', () => {
   it(`is refused after ${MAX_BUFFERED_READS} reads held (1008), not after ws's default of 262,144 (~190 B of heap each, outside core's budgets)`, async () => {
-    const server = await createAgent({ channels: [webSocket({ port: 0 })] });
-    agents.push(server);
-    server.handle('echo', (body: unknown) => body);
-    const url = new URL(server.addresses[0]!.slice(server.addresses[0]!.indexOf('@') + 1));
-    const peer = await RawWebSocket.connect(url, url.pathname);
+    const { server, peer } = await echoServerAndRawPeer();
     let received = Buffer.alloc(0);
     let isClosed = false;
     const refused = (): boolean => {

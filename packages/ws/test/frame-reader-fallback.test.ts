@@ -1,8 +1,9 @@
 import { once } from 'node:events';
-import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import * as ws from 'ws';
 import { readFramesFirst } from '../src/frame-reader.js';
+import { plainWsPair } from './plain-ws-pair.js';
 
 const closers: Array<() => void> = [];
 afterEach(() => {
@@ -11,28 +12,9 @@ afterEach(() => {
 
 /** A ws server socket (and its raw socket) with a ws client of the zero mask key on the other end, over loopback. */
 async function pair(serverOptions: { allowSynchronousEvents: boolean }): Promise<{ socket: ws.WebSocket; raw: Socket; client: ws.WebSocket }> {
-  const server: Server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const wss = new ws.WebSocketServer({ noServer: true, maxPayload: 100_000, ...serverOptions });
-  const accepted = new Promise<{ socket: ws.WebSocket; raw: Socket }>((resolve) => {
-    server.on('connection', (raw) => {
-      raw.once('data', (request: Buffer) => {
-        // Just enough of an HTTP upgrade for ws's handleUpgrade (the real channel uses node's https server).
-        const key = /sec-websocket-key: *(\S+)/i.exec(request.toString())![1]!;
-        const fake = { method: 'GET', headers: { upgrade: 'websocket', connection: 'Upgrade', 'sec-websocket-key': key, 'sec-websocket-version': '13' } };
-        wss.handleUpgrade(fake as never, raw, Buffer.alloc(0), (socket) => resolve({ socket, raw }));
-      });
-    });
-  });
-  const client = new ws.WebSocket(`ws://127.0.0.1:${(server.address() as AddressInfo).port}`, { generateMask: (mask: Buffer) => mask.fill(0) });
-  closers.push(() => {
-    client.terminate();
-    wss.close();
-    server.close();
-  });
-  await once(client, 'open');
-  return { ...(await accepted), client };
+  const made = await plainWsPair(serverOptions);
+  closers.push(made.close);
+  return made;
 }
 
 /** Sends, in one socket write, a message in two fragments (ws's to read), a whole one, and a ping; resolves with what the server heard, in order. */

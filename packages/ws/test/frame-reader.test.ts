@@ -1,9 +1,9 @@
 import { once } from 'node:events';
-import { createServer, type AddressInfo } from 'node:net';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import * as ws from 'ws';
 import { FrameReader, readFramesFirst, type FrameReceiver } from '../src/frame-reader.js';
+import { plainWsPair } from './plain-ws-pair.js';
 
 // ws's own Receiver and Sender (exported by ws; @types/ws does not list them in this form).
 interface WsSender {
@@ -219,23 +219,7 @@ describe('FrameReader in front of ws’s Receiver', () => {
 
 describe('readFramesFirst on a real ws connection', () => {
   it('takes the frames of whole binary messages in the data callback; fragments, pings, text and the close handshake stay ws’s', async () => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    const wss = new ws.WebSocketServer({ noServer: true, allowSynchronousEvents: true, maxPayload: 100_000 });
-    const accepted = new Promise<{ socket: ws.WebSocket; raw: import('node:net').Socket }>((resolve) => {
-      server.on('connection', (raw) => {
-        raw.once('data', (request: Buffer) => {
-          // Just enough of an HTTP upgrade for ws's handleUpgrade (the real channel uses node's https server).
-          const key = /sec-websocket-key: *(\S+)/i.exec(request.toString())![1]!;
-          const fake = { method: 'GET', headers: { upgrade: 'websocket', connection: 'Upgrade', 'sec-websocket-key': key, 'sec-websocket-version': '13' } };
-          wss.handleUpgrade(fake as never, raw, Buffer.alloc(0), (socket) => resolve({ socket, raw }));
-        });
-      });
-    });
-    const client = new ws.WebSocket(`ws://127.0.0.1:${(server.address() as AddressInfo).port}`, { generateMask: (mask: Buffer) => mask.fill(0) });
-    await once(client, 'open');
-    const { socket, raw } = await accepted;
+    const { socket, raw, client, close } = await plainWsPair({ allowSynchronousEvents: true });
     const messages: string[] = [];
     const reader = readFramesFirst(socket, raw, { isServer: true, maxPayload: 100_000, onMessage: (data) => messages.push(`own:${data.toString()}`) });
     expect(reader).toBeInstanceOf(FrameReader);
@@ -254,7 +238,6 @@ describe('readFramesFirst on a real ws connection', () => {
     expect([code, reason.toString()]).toEqual([4001, 'bye']); // the server answered the close handshake
     expect(messages).toEqual(['own:one', 'ws:binary:two', 'ws:text:three', 'own:four']);
     expect(reader!.framesRead).toBe(2);
-    wss.close();
-    server.close();
+    close();
   });
 });

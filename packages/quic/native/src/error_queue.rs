@@ -31,16 +31,20 @@ mod linux {
 
     /// Asks the kernel for ICMP errors on `socket`. Failures are ignored: without them we only lose the hint.
     pub fn enable(socket: &socket2::Socket, ipv6: bool) {
-        let on: libc::c_int = 1;
-        let set = |level, name| unsafe {
-            libc::setsockopt(socket.as_raw_fd(), level, name, &on as *const _ as *const libc::c_void, size_of::<libc::c_int>() as libc::socklen_t)
-        };
+        let set = |level, name| set_flag(socket.as_raw_fd(), level, name, true);
         // IPv4 peers of a dual-stack socket report through the IPv4 flag, IPv6 peers through the IPv6 one.
         set(libc::IPPROTO_IP, libc::IP_RECVERR);
         if ipv6 {
             set(libc::IPPROTO_IPV6, libc::IPV6_RECVERR);
         }
         set(libc::SOL_SOCKET, libc::SO_SELECT_ERR_QUEUE);
+    }
+
+    /// Sets a boolean socket option on `fd` (also the gate's, icmp_gate.rs); a refusal is ignored, as above.
+    pub fn set_flag(fd: RawFd, level: libc::c_int, name: libc::c_int, on: bool) {
+        let value: libc::c_int = on.into();
+        // SAFETY: the option value lives across the call and its length is given.
+        unsafe { libc::setsockopt(fd, level, name, &value as *const _ as *const libc::c_void, size_of::<libc::c_int>() as libc::socklen_t) };
     }
 
     /// Drains `socket`'s error queue whenever an error is queued, passing port-unreachable hints to `hint`,
@@ -171,7 +175,7 @@ mod linux {
 }
 
 #[cfg(target_os = "linux")]
-pub use linux::{enable, watch, ErrorQueue};
+pub use linux::{enable, set_flag, watch, ErrorQueue};
 
 #[cfg(not(target_os = "linux"))]
 pub fn enable(_socket: &socket2::Socket, _ipv6: bool) {}

@@ -87,12 +87,8 @@ impl IcmpGate {
 
 /// Both flags: an IPv4 socket refuses the IPv6 one, which is fine (a dual-stack socket takes both).
 fn set_recverr(fd: RawFd, on: bool) {
-    let value: libc::c_int = on.into();
-    let set = |level, name| unsafe {
-        libc::setsockopt(fd, level, name, &value as *const _ as *const libc::c_void, std::mem::size_of::<libc::c_int>() as libc::socklen_t)
-    };
-    set(libc::IPPROTO_IP, libc::IP_RECVERR);
-    set(libc::IPPROTO_IPV6, libc::IPV6_RECVERR);
+    crate::error_queue::set_flag(fd, libc::IPPROTO_IP, libc::IP_RECVERR, on);
+    crate::error_queue::set_flag(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVERR, on);
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 // Builds a QUIC engine on a patched quinn-proto, for `netlab --engines` A/B runs; the engine the packages ship is
-// not touched (docs/benchmarks.md, "QUIC pacing at BBR's rate").
+// not touched (docs/performance-log.md, "QUIC pacing at BBR's rate").
 //
 //   node benchmarks/netlab/quinn-variant.mjs /tmp/variant.node pacer estimator [no-recovery]
 //

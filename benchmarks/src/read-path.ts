@@ -4,7 +4,7 @@
  * them, a copy of the call's read loop (`CallAttempt.receiveReplies`: take what a chunk holds, else wait for the
  * next; hand each item to the handler and wait while it holds), `StreamItems` (the read-ahead) and the
  * `ItemIterator` a `for await` drains. Prints wall and CPU ns per item per round; nothing else runs, so the figure
- * is that path's cost (docs/benchmarks.md, "The caller's cost per streamed item").
+ * is that path's cost (docs/performance-log.md, "The caller's cost per streamed item").
  *
  *   pnpm --filter @agentlink/benchmarks read-path [--chunks 2] [--calls 1000] [--rounds 7] [--core DIR]
  *

@@ -3,7 +3,7 @@
  * `async *` generator yielding 16-byte tokens, a copy of the loop that moves them to the reply (`InboundCall.pump`),
  * and core's `FramedStream.sendItem` batching them, charged to a channel's reply budget as the agent's are, into a
  * stream whose writes the transport takes at once (as node:http2 does below its mark). Prints CPU ns per item; the
- * counterpart of `read-path` (docs/benchmarks.md, "HTTP/2 token bursts: the last fraction of a µs per token").
+ * counterpart of `read-path` (docs/performance-log.md, "HTTP/2 token bursts: the last fraction of a µs per token").
  *
  *   pnpm --filter @agentlink/benchmarks serve-path [--tokens 1000] [--calls 1000] [--rounds 7] [--core DIR]
  *

@@ -200,7 +200,7 @@ export class Http2ChannelStream implements ChannelStream {
    * A stream's writes after its first two (a burst's item batches, a duplex call's items, the reverse stream's mux
    * frames). node sends a session's frames from an immediate, after the turn that wrote them, and keeps one write
    * of a stream in flight, holding the later ones until nghttp2 has sent it. Two consequences for a producer that
-   * never waits (1,000 tokens yielded in one turn), both measured (docs/benchmarks.md, "HTTP/2 token bursts: a
+   * never waits (1,000 tokens yielded in one turn), both measured (docs/performance-log.md, "HTTP/2 token bursts: a
    * batch on its way while the next is made"):
    * - its whole burst left at the end of its turn, so the caller worked through it only once the producer had
    *   made all of it: per token, the two sides' costs added up instead of overlapping;

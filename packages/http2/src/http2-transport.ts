@@ -97,7 +97,7 @@ export function http2(options: Http2Options = {}): Transport {
         rejectUnauthorized: false, // no CA: the client is trusted for the key it proves (below)
         // No stateless TLS session tickets (with TLS 1.3 OpenSSL then issues stateful ones, which only a server-side
         // session cache could resume): no agentlink client resumes a session, and a server held ~13 KiB more per
-        // idle connection that was sent stateless ones (docs/benchmarks.md, "Server memory per idle peer", tls-floor).
+        // idle connection that was sent stateless ones (docs/performance-log.md, "Server memory per idle peer", tls-floor).
         secureOptions: cryptoConstants.SSL_OP_NO_TICKET,
         allowHTTP1: false,
         settings,

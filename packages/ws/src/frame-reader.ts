@@ -10,7 +10,7 @@ import type { WebSocket } from 'ws';
  * → a parsing loop that slices the read into new Buffer views three times (header, mask, payload), copies the
  * payload list into the message (`concat`), emits 'message' on the Receiver, then again on the WebSocket, and
  * ends with node's `afterWrite` tick. That is ~0.45–0.6 µs and 0.7–0.9 KB of objects per message in a loop, and
- * 5–8% of an agentlink ws call's CPU as an A/B of builds (docs/benchmarks.md, "Reading ws frames in the data
+ * 5–8% of an agentlink ws call's CPU as an A/B of builds (docs/performance-log.md, "Reading ws frames in the data
  * callback"). This reader hands a view of the payload to the mux straight from the read.
  *
  * What it takes (the fast path): a whole frame inside one read that is FIN + binary with no RSV bits, outside a

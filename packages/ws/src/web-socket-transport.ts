@@ -134,7 +134,7 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
         rejectUnauthorized: false,
         // No stateless TLS session tickets (with TLS 1.3 OpenSSL then issues stateful ones, which only a server-side
         // session cache could resume): no agentlink client resumes a session, and a server held ~13 KiB more per
-        // idle connection that was sent stateless ones (docs/benchmarks.md, "Server memory per idle peer", tls-floor).
+        // idle connection that was sent stateless ones (docs/performance-log.md, "Server memory per idle peer", tls-floor).
         secureOptions: cryptoConstants.SSL_OP_NO_TICKET,
         // Garbage that parses as the start of a TLS record would otherwise hold its socket for node's 120 s.
         handshakeTimeout: guard.handshakeTimeoutMs,

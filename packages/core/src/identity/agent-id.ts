@@ -20,7 +20,7 @@ export function agentIdFromPublicKey(raw: Uint8Array): AgentId {
     throw new AgentError('INVALID_ARGUMENT', `an Ed25519 public key has ${PUBLIC_KEY_BYTES} bytes, got ${raw.length}`);
   }
   // Character codes first, one string at the end: `out += char` left a rope of 52 cons strings (~1.3 KiB) behind
-  // every id a channel or pool entry keeps, per connected peer (docs/benchmarks.md, "Server memory per idle peer").
+  // every id a channel or pool entry keeps, per connected peer (docs/performance-log.md, "Server memory per idle peer").
   const codes = new Array<number>(AGENT_ID_LENGTH);
   let index = 0;
   let bits = 0;

@@ -48,7 +48,7 @@ interface Level<T> {
 export class WeightedPriorityQueue<T> {
   /**
    * Made at the first push: every channel's mux and every pool peer has a queue that most never use, and four
-   * levels with their FIFOs are ~0.4 KiB each (docs/benchmarks.md, "Server memory per idle peer").
+   * levels with their FIFOs are ~0.4 KiB each (docs/performance-log.md, "Server memory per idle peer").
    */
   private levels: Level<T>[] | undefined;
   private virtualTime = 0;

@@ -19,7 +19,7 @@ function fastBufferClass(): (new (buffer: ArrayBufferLike, byteOffset: number, l
  * Views of one Buffer, made without `subarray`: the same Buffers `bytes.subarray(start, end)` returns, but the
  * Buffer's `buffer` and `byteOffset` (getters, ~60 ns together on Node 20) are read once, not per view, and there is
  * no species lookup. A chunk of ~680 tokens gives each token's body a view: with `subarray` that was a fifth of
- * the caller's read path (docs/benchmarks.md, "HTTP/2 token bursts: the last fraction of a µs per token").
+ * the caller's read path (docs/performance-log.md, "HTTP/2 token bursts: the last fraction of a µs per token").
  */
 export class BufferViews {
   private readonly buffer: ArrayBufferLike;

@@ -8,7 +8,7 @@ import type { DecodeLimits } from './msgpack-shape.js';
  * through msgpackr's generic pack on one side and the shape check, msgpackr's unpack and the tuple check on the
  * other. Where calls with object bodies are rare next to the rest of the traffic (a stream's request among many
  * binary calls, agentbench's burst among its echoes), that code runs at the JIT's lower tiers: measured 20–40 µs per
- * side on the way to a stream's first item, the largest step of it (docs/benchmarks.md, "A streamed call's first
+ * side on the way to a stream's first item, the largest step of it (docs/performance-log.md, "A streamed call's first
  * item against a unary call"). This path is short and shares the request's hand-written envelope, which every
  * binary call keeps hot.
  *

@@ -7,7 +7,7 @@
 //! sends, so no burst of a whole window hits the path. Its pacer (quinn-proto 0.11) spreads 1.25 windows over the
 //! smoothed RTT and does not read BBR's pacing rate; pacing at that rate was tried and not shipped: quinn's BBR
 //! estimates bandwidth from ACK spacing, and a pacer following it lost throughput in the lab (pacing_tests.rs,
-//! docs/benchmarks.md "QUIC pacing at BBR's rate").
+//! docs/performance-log.md "QUIC pacing at BBR's rate").
 
 use std::sync::Arc;
 

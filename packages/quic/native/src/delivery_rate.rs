@@ -3,7 +3,7 @@
 //! the longer of the send interval and the ACK interval that span them (as BBR's draft and Linux's `tcp_rate.c`
 //! compute it). Taking the longer interval is what keeps ACK compression from inflating it: quinn-proto 0.11's
 //! BBR divides one packet by the gap between two ACK frames, which read a 1 MB/s path as 100 MB/s in a unit test
-//! (docs/benchmarks.md, "QUIC pacing at BBR's rate").
+//! (docs/performance-log.md, "QUIC pacing at BBR's rate").
 //!
 //! quinn tells a controller of a send (`on_sent`: when, how many bytes) and of each acknowledged packet's send
 //! time (`on_ack`'s `sent`), not of packet numbers on both sides, so the state a sample needs is recorded per

@@ -1,7 +1,7 @@
 //! quinn-proto 0.11's pacer spreads 1.25 congestion windows over the smoothed RTT and ignores the controller's
 //! pacing rate (`Controller::metrics().pacing_rate`, which BBR reports). The engine's BBR figures rest on that:
 //! pacing at quinn's BBR rate was measured in the network lab and lost throughput, down to a collapse under 1 Mbit/s
-//! (docs/benchmarks.md, "QUIC pacing at BBR's rate"). Upstream quinn's PR #2802 makes the pacer follow the rate;
+//! (docs/performance-log.md, "QUIC pacing at BBR's rate"). Upstream quinn's PR #2802 makes the pacer follow the rate;
 //! this test fails on a quinn-proto that does, so that upgrade is measured with `netlab --engines` first. The
 //! default controller, `delivery` (delivery_cc.rs), was also built and measured for window pacing: its window is its
 //! sending rate, and the pacing rate it reports (1.25 × its estimate) is for qlog only until then.

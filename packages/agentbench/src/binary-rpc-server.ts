@@ -25,6 +25,8 @@ export async function startBinaryRpcServer(host: string, tls: TlsCredentials): P
     }
     wss.handleUpgrade(request, socket, head, (ws) => {
       ws.on('message', (data: Buffer) => {
+        // Shorter than an id and a method length, or a method cut short: not a request (ws closes with 1002).
+        if (data.length < 5 || data.length < 5 + data[4]!) return ws.close(1002, 'not a request');
         const request = readRequest(data);
         if (request.method === 'echo') ws.send(reply(request.id, BinaryReply.response, request.body));
         else if (request.method === 'download' && request.body.length >= 12) void download(ws, request);

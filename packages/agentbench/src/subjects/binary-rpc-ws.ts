@@ -45,6 +45,7 @@ export function binaryRpcWsSubject(target: { url: string; key: string }): Subjec
       let nextId = 0;
       const calls = new Map<number, { resolve(body: Buffer): void; reject(error: Error): void; onItem?(body: Buffer): void }>();
       ws.on('message', (data: Buffer) => {
+        if (data.length < 5) return; // not a reply: no call to settle
         const id = data.readUInt32BE(0);
         const call = calls.get(id);
         if (call === undefined) return;

@@ -10,10 +10,11 @@
  * Subjects take turns in rounds; it prints the median of each stage over all calls, and each subject's RTT p50
  * × raw ws's, median of per-round ratios (as agentbench's interleaved table).
  *   pnpm --filter @agentlink/benchmarks rtt-stages [--rounds 10] [--calls 2000] [--builds base,after]
- *     [--mode stages|cpu|inflight|solo] [--in-flight 32] [--pin]
+ *     [--mode stages|cpu|inflight|solo] [--in-flight 32] [--pin] [--no-deadline-too]
  * `--mode cpu`: CPU per call in each process (process.cpuUsage; the server's over IPC) instead of timestamps;
  * `--mode inflight`: calls/s with `--in-flight` calls in flight; `--mode solo --subject <index>`: one subject for 4 s
- * (to run under `perf sched record`); `--pin`: the caller on vCPU 0, the server on vCPU 1 (taskset).
+ * (to run under `perf sched record`); `--pin`: the caller on vCPU 0, the server on vCPU 1 (taskset);
+ * `--no-deadline-too`: each agentlink build twice, the second time with `defaultTimeoutMs: Infinity`.
  */
 import { execSync, fork } from 'node:child_process';
 import { once } from 'node:events';
@@ -31,7 +32,7 @@ import { WebSocket, WebSocketServer } from 'ws';
 
 const { values: args, positionals } = parseArgs({
   allowPositionals: true,
-  options: { mode: { type: 'string', default: 'stages' }, subject: { type: 'string', default: '0' }, pin: { type: 'boolean', default: false }, 'in-flight': { type: 'string', default: '32' }, rounds: { type: 'string', default: '10' }, calls: { type: 'string', default: '2000' }, builds: { type: 'string', default: '' } },
+  options: { 'no-deadline-too': { type: 'boolean', default: false }, mode: { type: 'string', default: 'stages' }, subject: { type: 'string', default: '0' }, pin: { type: 'boolean', default: false }, 'in-flight': { type: 'string', default: '32' }, rounds: { type: 'string', default: '10' }, calls: { type: 'string', default: '2000' }, builds: { type: 'string', default: '' } },
 });
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const MAX = 1 << 20;
@@ -136,12 +137,14 @@ async function serve(): Promise<void> {
   out.rpc = rpcPort;
   out.agentlink = [];
   for (const build of builds.length ? builds : [undefined]) {
-    const { core, ws } = await loadBuild(build);
-    const agent = await core.createAgent({ channels: [ws.webSocket({ port: 0, host: '127.0.0.1' })] });
-    const address: string = agent.addresses[0];
-    const port = Number(new URL(address.slice(address.indexOf('@') + 1)).port);
-    agent.handle('echo', (body: unknown) => (handled(port), body));
-    (out.agentlink as unknown[]).push({ build: build ?? 'workspace', address, port });
+    for (const noDeadline of args['no-deadline-too'] ? [false, true] : [false]) {
+      const { core, ws } = await loadBuild(build);
+      const agent = await core.createAgent({ channels: [ws.webSocket({ port: 0, host: '127.0.0.1' })] });
+      const address: string = agent.addresses[0];
+      const port = Number(new URL(address.slice(address.indexOf('@') + 1)).port);
+      agent.handle('echo', (body: unknown) => (handled(port), body));
+      (out.agentlink as unknown[]).push({ build: build ?? 'workspace', address, port, noDeadline });
+    }
   }
   process.send!({ ready: out });
   process.on('message', (m: any) => {
@@ -159,7 +162,7 @@ async function serve(): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  const child = fork(fileURLToPath(import.meta.url), ['serve', ...(args.builds ? ['--builds', args.builds] : [])], { execArgv: process.execArgv });
+  const child = fork(fileURLToPath(import.meta.url), ['serve', ...(args.builds ? ['--builds', args.builds] : []), ...(args['no-deadline-too'] ? ['--no-deadline-too'] : [])], { execArgv: process.execArgv });
   if (args.pin) {
     execSync(`taskset -a -p -c 1 ${child.pid}`);
     execSync(`taskset -a -p -c 0 ${process.pid}`);
@@ -207,9 +210,10 @@ async function main(): Promise<void> {
   }
   for (const a of s.agentlink) {
     const { core, ws } = await loadBuild(a.build === 'workspace' ? undefined : a.build);
-    const client = await core.createAgent({ channels: [ws.webSocket()] });
+    // `--no-deadline-too`: the same build again, its calls without a deadline (no timer armed and cleared per call).
+    const client = await core.createAgent({ channels: [ws.webSocket()], ...(a.noDeadline ? { defaultTimeoutMs: Infinity } : {}) });
     await client.ping(a.address);
-    callers.push({ name: `agentlink ws (${a.build})`, port: a.port, call: () => client.send(a.address, 'echo', payload) });
+    callers.push({ name: `agentlink ws (${a.build}${a.noDeadline ? ', no deadline' : ''})`, port: a.port, call: () => client.send(a.address, 'echo', payload) });
   }
   const rounds = Number(args.rounds);
   const calls = Number(args.calls);

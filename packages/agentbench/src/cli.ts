@@ -20,6 +20,7 @@ import { fleetTable, impairedTable, interleavedRatesTable, interleavedTable, int
 import { measureSubject, type SubjectResult } from './run.js';
 import { startServers } from './server.js';
 import { agentlinkSubject } from './subjects/agentlink.js';
+import { binaryRpcWsSubject } from './subjects/binary-rpc-ws.js';
 import { jsonRpcWsSubject } from './subjects/json-rpc-ws.js';
 import { rawHttp2Subject } from './subjects/raw-http2.js';
 import { rawQuicSubject } from './subjects/raw-quic.js';
@@ -29,8 +30,8 @@ import type { ServerAddresses, Subject } from './subjects/subject.js';
 const HELP = `agentbench — compare agentlink's channels with the raw transports
 
 usage
-  agentbench                 local run: a second process serves; every channel, raw baseline and the
-                             JSON-RPC-over-ws reference (a few minutes)
+  agentbench                 local run: a second process serves; every channel, raw baseline, the
+                             JSON-RPC-over-ws reference and the binary-RPC-over-ws floor (a few minutes)
   agentbench --quick         a short run (what CI runs)
   agentbench serve [--host 0.0.0.0]          serve for a run from another machine; prints the --server value
   agentbench run --server '<json from serve>'  measure against a remote agentbench serve
@@ -110,6 +111,7 @@ const subjects: Subject[] = [
   ...(addresses.rawWss ? [rawWsSubject(addresses.rawWss)] : []),
   ...(native.ok && addresses.rawQuic ? [rawQuicSubject(native.binding, addresses.rawQuic)] : []),
   ...(addresses.jsonRpcWs ? [jsonRpcWsSubject(addresses.jsonRpcWs)] : []),
+  ...(addresses.binaryRpcWs ? [binaryRpcWsSubject(addresses.binaryRpcWs)] : []),
   ...channelKinds.filter((k) => k.address).map((k) => agentlinkSubject(k.name, k.baseline, k.address!, k.transport)),
 ];
 // Subject names contain commas ("raw http2 (TLS, default windows)"): split only on commas outside parentheses.

@@ -13,6 +13,7 @@ import { loadNative, quic, type NativeStream, type QuicCongestion } from '@agent
 import { http2 } from '@agentlink/http2';
 import { webSocket } from '@agentlink/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { startBinaryRpcServer } from './binary-rpc-server.js';
 import { startJsonRpcServer } from './json-rpc-server.js';
 import type { ServerAddresses } from './subjects/subject.js';
 
@@ -87,6 +88,8 @@ export async function startServers(host = '127.0.0.1', quicCongestion?: QuicCong
 
   // JSON-RPC over ws, mutual TLS: what a user would write instead (see subjects/json-rpc-ws.ts).
   const jsonRpc = await startJsonRpcServer(host, tls);
+  // The least RPC anyone could write over the same socket: the floor under any RPC (see subjects/binary-rpc-ws.ts).
+  const binaryRpc = await startBinaryRpcServer(host, tls);
 
   // raw QUIC engine: per stream, byte 0 = echo (returns what follows), byte 1 = download (u32 total, u32 chunk).
   let rawQuic: ServerAddresses['rawQuic'];
@@ -118,10 +121,12 @@ export async function startServers(host = '127.0.0.1', quicCongestion?: QuicCong
       rawHttp2: `https://${host}:${port(h2)}`,
       rawQuic,
       jsonRpcWs: { url: jsonRpc.url, key: identity.id },
+      binaryRpcWs: { url: binaryRpc.url, key: identity.id },
     },
     async close() {
       closeRawQuic();
       jsonRpc.close();
+      binaryRpc.close();
       for (const client of wss.clients) client.terminate();
       https.closeAllConnections();
       h2.close();

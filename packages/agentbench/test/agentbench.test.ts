@@ -25,7 +25,7 @@ describe('agentbench --quick', () => {
     };
     expect(report.machine.node).toBe(process.version);
     const subjects = report.results.map((r) => r.subject);
-    for (const expected of ['raw http2 (TLS)', 'raw ws (TLS)', 'raw QUIC engine', 'JSON-RPC over ws (TLS)', 'agentlink quic', 'agentlink http2', 'agentlink ws']) {
+    for (const expected of ['raw http2 (TLS)', 'raw ws (TLS)', 'raw QUIC engine', 'JSON-RPC over ws (TLS)', 'binary RPC over ws (TLS)', 'agentlink quic', 'agentlink http2', 'agentlink ws']) {
       expect(subjects).toContain(expected);
     }
     for (const r of report.results) {
@@ -78,5 +78,6 @@ describe('agentbench --quick', () => {
     const chart = await readFile(svg, 'utf8');
     expect(chart).toMatch(/^<svg/);
     expect(chart).toContain('agentlink quic vs raw QUIC engine');
+    expect(chart).toContain('binary RPC over ws (TLS) vs raw ws (TLS)');
   }, 180_000);
 });

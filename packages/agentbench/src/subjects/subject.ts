@@ -39,4 +39,6 @@ export interface ServerAddresses {
   rawQuic?: { host: string; port: number; key: string };
   /** JSON-RPC over ws with mutual TLS: its URL and the server's key (pinned). */
   jsonRpcWs?: { url: string; key: string };
+  /** The least RPC over ws (an id and a method name before each body), same mutual TLS: its URL and the server's key. */
+  binaryRpcWs?: { url: string; key: string };
 }

@@ -2,12 +2,15 @@ import { randomInt } from 'node:crypto';
 import { AgentError } from '../errors.js';
 import type { Channel } from '../channel.js';
 import { FramedStream } from '../wire/framed-stream.js';
+import { deadlineTimer } from '../util/timer.js';
 
 /** One ping/pong over its own stream on `channel`; resolves with the round trip in milliseconds. */
 export async function pingChannel(channel: Channel, maxFrameSize: number, timeoutMs: number, signal?: AbortSignal): Promise<number> {
   const framed = new FramedStream(await channel.openStream({ priority: 'critical' }), maxFrameSize);
   const fail = (reason: AgentError): void => framed.stream.reset(reason);
-  const timer = setTimeout(() => fail(new AgentError('DEADLINE_EXCEEDED', `no pong within ${timeoutMs} ms`)), timeoutMs);
+  // No timer for a deadline past node's longest (Infinity: `defaultTimeoutMs` of an agent whose calls have none):
+  // node fires such a timer after 1 ms.
+  const timer = deadlineTimer(timeoutMs, () => fail(new AgentError('DEADLINE_EXCEEDED', `no pong within ${timeoutMs} ms`)));
   const onAbort = (): void => fail(signal!.reason as AgentError);
   signal?.addEventListener('abort', onAbort, { once: true });
   try {

@@ -3,7 +3,7 @@ import { AgentError, createAgent, isAgentId, loadOrCreateIdentity, type Agent, t
 import type { ChannelStream } from '@agentlink/core/transport';
 import { verifyRecord, type SignedRecord } from '@agentlink/nat';
 import { webSocket } from '@agentlink/ws';
-import { DEFAULT_CONFIG, checkConfig, listenerLimits, type RendezvousConfig } from './config.js';
+import { DEFAULT_CONFIG, boundHint, checkConfig, followRegistrations, listenerLimits, type RendezvousConfig } from './config.js';
 import { PerIpRate, clientOf, clientOfIp, ipOf } from './ip-limits.js';
 import { silentLogger, type Logger } from './log.js';
 import { ClusterBus, type ClusterRequest } from './cluster-bus.js';
@@ -60,7 +60,7 @@ const MAX_FRAME = 64 * 1024;
  * rdv.punch, and the rdv.relay tunnel.
  */
 export async function startRendezvous(options: RendezvousOptions = {}): Promise<Rendezvous> {
-  const config: RendezvousConfig = { ...DEFAULT_CONFIG, ...definedOnly(options) };
+  const config: RendezvousConfig = followRegistrations(definedOnly(options), DEFAULT_CONFIG);
   checkConfig(config);
   const log = options.log ?? silentLogger;
   const identity = options.identity ?? (config.keyFile ? await loadOrCreateIdentity(config.keyFile) : undefined);
@@ -121,7 +121,7 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     throw error;
   };
   const limitRequests = (ctx: CallContext): void => {
-    if (!requestRate.allow(ipOf(ctx.remoteAddress))) refuse('rate', new AgentError('RESOURCE_EXHAUSTED', 'too many requests from your address'));
+    if (!requestRate.allow(ipOf(ctx.remoteAddress))) refuse('rate', new AgentError('RESOURCE_EXHAUSTED', `too many requests from your address (${boundHint('requestsPerSecondPerIp', config.requestsPerSecondPerIp)})`));
   };
   /**
    * The AgentId a request names in `field` (rdv.lookup's `agentId`, the others' `target`). Until 2026-11-24 a body
@@ -149,9 +149,9 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
    */
   const limitPunch = (target: AgentId, client: string | undefined): void => {
     if (client !== undefined && !punchShare.allow(`${target} ${client}`)) {
-      refuse('target-ip-rate', new AgentError('RESOURCE_EXHAUSTED', 'too many punch requests towards that agent from your address'));
+      refuse('target-ip-rate', new AgentError('RESOURCE_EXHAUSTED', `too many punch requests towards that agent from your address (${boundHint('punchesPerSecondPerTargetPerIp', config.punchesPerSecondPerTargetPerIp)})`));
     }
-    if (!punchRate.allow(target)) refuse('target-rate', new AgentError('RESOURCE_EXHAUSTED', 'too many punch requests towards that agent'));
+    if (!punchRate.allow(target)) refuse('target-rate', new AgentError('RESOURCE_EXHAUSTED', `too many punch requests towards that agent (${boundHint('punchesPerSecondPerTarget', config.punchesPerSecondPerTarget)})`));
   };
   const admitPunch = (target: AgentId, client: string | undefined): void => {
     limitPunch(target, client);
@@ -182,7 +182,7 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
 
   agent.handle('rdv.register', async (signed: SignedRecord, ctx) => {
     const ip = ipOf(ctx.remoteAddress);
-    if (!registrationRate.allow(ip)) refuse('rate', new AgentError('RESOURCE_EXHAUSTED', 'too many registrations from your address'));
+    if (!registrationRate.allow(ip)) refuse('rate', new AgentError('RESOURCE_EXHAUSTED', `too many registrations from your address (${boundHint('registrationsPerSecondPerIp', config.registrationsPerSecondPerIp)})`));
     let record;
     try {
       record = verifyRecord(signed);
@@ -200,8 +200,8 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
       if (outcome.reason === 'replayed') {
         refuse('replayed', new AgentError('INVALID_ARGUMENT', `replayed record: sequence ${record.seq} is not newer than ${outcome.storedSeq}`));
       }
-      if (outcome.reason === 'full') refuse('full', new AgentError('RESOURCE_EXHAUSTED', 'registry full'));
-      refuse('per-ip', new AgentError('RESOURCE_EXHAUSTED', 'too many agents registered from your address'));
+      if (outcome.reason === 'full') refuse('full', new AgentError('RESOURCE_EXHAUSTED', `registry full (${boundHint('maxRegistrations', config.maxRegistrations)})`));
+      refuse('per-ip', new AgentError('RESOURCE_EXHAUSTED', `too many agents registered from your address (${boundHint('maxRegistrationsPerIp', config.maxRegistrationsPerIp)})`));
     }
     const isNew = outcome.stored && outcome.isNew;
     metrics.registered(isNew);

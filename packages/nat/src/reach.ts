@@ -11,7 +11,7 @@ import {
 import { MAX_TIMER_MS, type Channel, type ChannelStream, type ListenContext } from '@agentlink/core/transport';
 import type { quic } from '@agentlink/quic';
 import { ConnectTimes } from './connect-times.js';
-import { discoverNat, localAddresses, type NatDiscovery } from './nat-type.js';
+import { discoverNat, localAddresses, settleDiscovery, type NatDiscovery } from './nat-type.js';
 import { PathStrategy, urlHost, type PathKind } from './path-strategy.js';
 import { MAX_PREDICT_PORTS, Puncher, type PunchRequest } from './punch.js';
 import { signRecord, type PeerRecord } from './record.js';
@@ -180,7 +180,11 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
   private async registerOnce(): Promise<PeerRecord> {
     let registered: PeerRecord | undefined;
     await this.rendezvous.publishWith(async (servers: HostPort[]) => {
-      this.discovery = await discoverNat(this.stun!, servers, this.localPort);
+      const { discovery, kept } = settleDiscovery(this.discovery, await discoverNat(this.stun!, servers, this.localPort));
+      if (kept) {
+        this.report(new AgentError('UNAVAILABLE', `no STUN answer from the rendezvous (${servers.map((h) => `${urlHost(h.host)}:${h.port}`).join(', ')}): registering with the NAT type and mapping learned before`));
+      }
+      this.discovery = discovery;
       this.seq = Math.max(this.seq + 1, Date.now());
       const mapped = this.discovery.mapped ? [quicUrl(this.discovery.mapped)] : [];
       registered = {

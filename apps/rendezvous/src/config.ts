@@ -24,7 +24,12 @@ export interface RendezvousConfig {
   maxRegistrationsPerIp: number;
   /** New TCP connections per second per IP, sustained (default 20; burst 2×); refused before TLS. */
   connectionsPerSecondPerIp: number;
-  /** Registrations (heartbeats included) per second per IP, sustained (default 20; burst 2×). */
+  /**
+   * Registrations (heartbeats included) per second per IP, sustained (default 100; burst 2×). An agent registers once
+   * a heartbeat (15 s): the `maxRegistrationsPerIp` agents one address may hold need 67 a second. Until 2026-11-25
+   * it was 20, enough for 300 agents: behind one address, a fleet of 1,000 had its heartbeats refused, its records
+   * expired, and 514 of 1,000 were registered after two minutes (benchmarks/fleet, docs/rendezvous.md).
+   */
   registrationsPerSecondPerIp: number;
   /** Lookups, routes, punch and relay requests and rdv.info per second per IP (default 200; burst 2×). */
   requestsPerSecondPerIp: number;
@@ -66,7 +71,11 @@ export interface RendezvousConfig {
   relayBytesPerSecondPerIp: number;
   /** A relay with no bytes either way for this long is closed (default 60 s). */
   relayIdleMs: number;
-  /** STUN datagrams one IP may send per second to both STUN ports together, sustained (default 50; burst 2×). */
+  /**
+   * STUN datagrams one IP may send per second to both STUN ports together, sustained (default 150; burst 2×). Every
+   * registration asks both ports: `maxRegistrationsPerIp` agents heartbeating every 15 s send 134 a second. Until
+   * 2026-11-25 it was 50, and a fleet of 1,000 behind one address had three of four requests dropped.
+   */
   stunRequestsPerSecondPerIp: number;
   /** wss connections held at once (in handshake or open; default 4,096) and from one IP (default 1,024). */
   maxConnections: number;
@@ -95,7 +104,7 @@ export const DEFAULT_CONFIG: RendezvousConfig = {
   maxRegistrations: 100_000,
   maxRegistrationsPerIp: 1000,
   connectionsPerSecondPerIp: 20,
-  registrationsPerSecondPerIp: 20,
+  registrationsPerSecondPerIp: 100,
   requestsPerSecondPerIp: 200,
   punchesPerSecondPerTarget: 20,
   punchesPerSecondPerTargetPerIp: 2,
@@ -107,7 +116,7 @@ export const DEFAULT_CONFIG: RendezvousConfig = {
   relayBytesPerSecond: 8 * 1024 * 1024,
   relayBytesPerSecondPerIp: 32 * 1024 * 1024,
   relayIdleMs: 60_000,
-  stunRequestsPerSecondPerIp: 50,
+  stunRequestsPerSecondPerIp: 150,
   // Every registered agent holds its control connection: room for all registrations (in all and per IP), beyond an
   // ordinary agent's listener defaults (4,096 and 1,024).
   maxConnections: 100_000, // = maxRegistrations

@@ -1,7 +1,10 @@
 import { createSocket } from 'node:dgram';
 import { type AgentError } from '@agentlink/core';
-import { signRecord } from '@agentlink/nat';
+import { DEFAULT_HEARTBEAT_MS, signRecord } from '@agentlink/nat';
 import { afterEach, describe, expect, it } from 'vitest';
+import { DEFAULT_CONFIG } from '../src/config.js';
+import type { Logger } from '../src/log.js';
+import { REFUSAL_LOG_EVERY_MS, RefusalLog } from '../src/refusal-log.js';
 import { cleanup, reachableAgent, recordOf, rendezvous, wsClient } from './helpers.js';
 
 afterEach(cleanup);
@@ -10,6 +13,17 @@ afterEach(cleanup);
 const outcome = (call: Promise<unknown>): Promise<'ok' | AgentError> => call.then(() => 'ok' as const, (error: AgentError) => error);
 
 describe('a fleet behind one address meets the per-IP bounds', () => {
+  it('the default rates let the agents one address may register heartbeat at the default interval', () => {
+    // Each agent registers (and asks both STUN ports) once a heartbeat. Until 2026-11-25 the registration rate (20/s)
+    // held 300 such agents and the STUN rate (50/s) 375, while an address could register 1,000: a fleet of 1,000
+    // behind one NAT had its heartbeats refused and its records expired (514 of 1,000 registered after two minutes).
+    const registrationsPerSecond = DEFAULT_CONFIG.maxRegistrationsPerIp / (DEFAULT_HEARTBEAT_MS / 1000);
+    expect(DEFAULT_CONFIG.registrationsPerSecondPerIp).toBeGreaterThanOrEqual(registrationsPerSecond);
+    expect(DEFAULT_CONFIG.stunRequestsPerSecondPerIp).toBeGreaterThanOrEqual(2 * registrationsPerSecond);
+    // rdv.info is asked once a registration, within the request rate.
+    expect(DEFAULT_CONFIG.requestsPerSecondPerIp).toBeGreaterThanOrEqual(registrationsPerSecond);
+  });
+
   it('a refusal by a per-IP bound names the bound, its value and the flag that raises it', async () => {
     const r = await rendezvous({ maxRegistrationsPerIp: 2, registrationsPerSecondPerIp: 1000 });
     const agents = [await wsClient(), await wsClient(), await wsClient()];
@@ -69,5 +83,54 @@ describe('a fleet behind one address meets the per-IP bounds', () => {
       await flood;
       neighbour.close();
     }
+  });
+
+  it('the operator reads refusals by a bound in the log: which bound, which client, how many, at most a line a minute', async () => {
+    const lines: Array<{ level: string; message: string; fields: Record<string, unknown> | undefined }> = [];
+    const log: Logger = (level, message, fields) => lines.push({ level, message, fields });
+    const r = await rendezvous({ registrationsPerSecondPerIp: 1, log });
+    const one = await wsClient();
+    const results = [];
+    for (let seq = 1; seq <= 6; seq++) results.push(await outcome(one.send(r.address, 'rdv.register', signRecord(one.identity, recordOf(one.identity, { seq })))));
+    const refusedCalls = results.filter((x) => x !== 'ok').length;
+    expect(refusedCalls).toBeGreaterThanOrEqual(3); // burst 2, then 1 a second
+    // Before: nothing in the log, only rendezvous_rejected_total{reason="rate"}.
+    const warnings = lines.filter((l) => l.message === 'refused');
+    expect(warnings).toHaveLength(1); // the others within the minute are counted for the next line
+    expect(warnings[0]).toMatchObject({
+      level: 'warn',
+      fields: { reason: 'registrationsPerSecondPerIp', client: '127.0.0.1', refused: 1, error: expect.stringContaining('--registrations-per-second-per-ip') },
+    });
+  });
+
+  it('refusal lines: a minute apart per bound and client, each counting those not logged since; listener refusals as counts', () => {
+    const lines: Array<Record<string, unknown> | undefined> = [];
+    let now = 1_000_000;
+    const refusals = new RefusalLog((_level, _message, fields) => lines.push(fields), () => now);
+    refusals.refused('registrationsPerSecondPerIp', '192.0.2.1', 'too many');
+    refusals.refused('registrationsPerSecondPerIp', '192.0.2.1', 'too many');
+    refusals.refused('registrationsPerSecondPerIp', '192.0.2.2', 'too many'); // another client: its own line
+    refusals.refused('maxRegistrationsPerIp', '192.0.2.1', 'too many'); // another bound: its own line
+    expect(lines.map((l) => [l?.reason, l?.client, l?.refused])).toEqual([
+      ['registrationsPerSecondPerIp', '192.0.2.1', 1],
+      ['registrationsPerSecondPerIp', '192.0.2.2', 1],
+      ['maxRegistrationsPerIp', '192.0.2.1', 1],
+    ]);
+    now += REFUSAL_LOG_EVERY_MS - 1;
+    refusals.refused('registrationsPerSecondPerIp', '192.0.2.1', 'too many');
+    expect(lines).toHaveLength(3);
+    now += 1;
+    refusals.refused('registrationsPerSecondPerIp', '192.0.2.1', 'too many');
+    expect(lines.at(-1)).toMatchObject({ reason: 'registrationsPerSecondPerIp', client: '192.0.2.1', refused: 3 });
+
+    lines.length = 0;
+    refusals.listenerRefusals({ 'connection:ip-rate': 5, 'stream:budget': 9 });
+    refusals.listenerRefusals({ 'connection:ip-rate': 5, 'handshake:handshake-timeout': 2 });
+    refusals.listenerRefusals({ 'connection:ip-rate': 12, 'handshake:handshake-timeout': 2 });
+    expect(lines).toEqual([
+      { reason: 'connection:ip-rate', refused: 5 },
+      { reason: 'handshake:handshake-timeout', refused: 2 },
+      { reason: 'connection:ip-rate', refused: 7 },
+    ]);
   });
 });

@@ -19,6 +19,9 @@ import { RelayPath } from './relay-path.js';
 import { RendezvousClient } from './rendezvous-client.js';
 import { StunClient, type HostPort } from './stun.js';
 
+/** How often an agent registers again by default (`heartbeatMs`); its record lives three of them. */
+export const DEFAULT_HEARTBEAT_MS = 15_000;
+
 export interface ReachOptions {
   /**
    * The rendezvous, as `<AgentId>@wss://host:port/agentlink` (the agent needs a `webSocket()` channel to dial it),
@@ -109,7 +112,7 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
   }
 
   private get heartbeatMs(): number {
-    return this.options.heartbeatMs ?? 15_000;
+    return this.options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
   }
 
   async start(agent: Agent, context: ListenContext): Promise<void> {

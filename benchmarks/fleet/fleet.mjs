@@ -260,7 +260,8 @@ if (mode === 'restart') {
   // The restart: SIGTERM, down for downMs, the same key and ports again.
   const stoppedAt = Date.now();
   rdv.child.kill('SIGTERM');
-  await once(rdv.child, 'exit');
+  const [exitCode] = await once(rdv.child, 'exit');
+  out({ phase: 'stopped', exitMs: Date.now() - stoppedAt, exitCode });
   // Pairs that called before hold a direct channel: the outage must not touch them. New pairs need a lookup.
   const warmDuring = await crossCalls(0, 5000, warmPairs);
   out({ phase: 'warm pairs during outage', ...summary(warmDuring) });

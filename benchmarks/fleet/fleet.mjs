@@ -144,7 +144,10 @@ const percentile = (sorted, p) => (sorted.length === 0 ? undefined : sorted[Math
 function summary(results) {
   const ok = results.filter((r) => r.ok).map((r) => r.ms).sort((a, b) => a - b);
   const failed = {};
-  for (const r of results.filter((r) => !r.ok)) failed[`${r.code}: ${r.message.replace(/[0-9a-zA-Z_-]{43}/g, '<id>').replace(/\d+(\.\d+)? ?ms/g, 'N ms')}`] = (failed[`${r.code}: ${r.message.replace(/[0-9a-zA-Z_-]{43}/g, '<id>').replace(/\d+(\.\d+)? ?ms/g, 'N ms')}`] ?? 0) + 1;
+  for (const r of results.filter((r) => !r.ok)) {
+    const key = `${r.code}: ${r.message.replace(/[0-9a-zA-Z_-]{43}/g, '<id>').replace(/\d+(\.\d+)? ?ms/g, 'N ms')}`;
+    failed[key] = (failed[key] ?? 0) + 1;
+  }
   const paths = {};
   for (const r of results.filter((r) => r.ok)) paths[r.path] = (paths[r.path] ?? 0) + 1;
   const round = (x) => (x === undefined ? undefined : Math.round(x));

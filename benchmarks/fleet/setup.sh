@@ -19,7 +19,7 @@ tarballs=("$root"/.release/tarballs/*.tgz)
 want=()
 for t in "${tarballs[@]}"; do
   case "$(basename "$t")" in
-    agentlink-core-*|agentlink-ws-*|agentlink-quic-*|agentlink-quic-"$target"-*|agentlink-nat-*|agentlink-rendezvous-*) want+=("$t") ;;
+    agentlink-core-*|agentlink-ws-*|agentlink-quic-*|agentlink-nat-*|agentlink-rendezvous-*) want+=("$t") ;;
   esac
 done
 npm install --no-audit --no-fund "${want[@]}"

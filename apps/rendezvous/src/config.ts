@@ -24,7 +24,12 @@ export interface RendezvousConfig {
   maxRegistrationsPerIp: number;
   /** New TCP connections per second per IP, sustained (default 20; burst 2×); refused before TLS. */
   connectionsPerSecondPerIp: number;
-  /** Registrations (heartbeats included) per second per IP, sustained (default 20; burst 2×). */
+  /**
+   * Registrations (heartbeats included) per second per IP, sustained (default 100; burst 2×). An agent registers once
+   * a heartbeat (15 s): the `maxRegistrationsPerIp` agents one address may hold need 67 a second. Until 2026-11-25
+   * it was 20, enough for 300 agents: behind one address, a fleet of 1,000 had its heartbeats refused, its records
+   * expired, and 514 of 1,000 were registered after two minutes (benchmarks/fleet, docs/rendezvous.md).
+   */
   registrationsPerSecondPerIp: number;
   /** Lookups, routes, punch and relay requests and rdv.info per second per IP (default 200; burst 2×). */
   requestsPerSecondPerIp: number;
@@ -66,7 +71,11 @@ export interface RendezvousConfig {
   relayBytesPerSecondPerIp: number;
   /** A relay with no bytes either way for this long is closed (default 60 s). */
   relayIdleMs: number;
-  /** STUN datagrams one IP may send per second to both STUN ports together, sustained (default 50; burst 2×). */
+  /**
+   * STUN datagrams one IP may send per second to both STUN ports together, sustained (default 150; burst 2×). Every
+   * registration asks both ports: `maxRegistrationsPerIp` agents heartbeating every 15 s send 134 a second. Until
+   * 2026-11-25 it was 50, and a fleet of 1,000 behind one address had three of four requests dropped.
+   */
   stunRequestsPerSecondPerIp: number;
   /** wss connections held at once (in handshake or open; default 4,096) and from one IP (default 1,024). */
   maxConnections: number;
@@ -95,7 +104,7 @@ export const DEFAULT_CONFIG: RendezvousConfig = {
   maxRegistrations: 100_000,
   maxRegistrationsPerIp: 1000,
   connectionsPerSecondPerIp: 20,
-  registrationsPerSecondPerIp: 20,
+  registrationsPerSecondPerIp: 100,
   requestsPerSecondPerIp: 200,
   punchesPerSecondPerTarget: 20,
   punchesPerSecondPerTargetPerIp: 2,
@@ -107,7 +116,7 @@ export const DEFAULT_CONFIG: RendezvousConfig = {
   relayBytesPerSecond: 8 * 1024 * 1024,
   relayBytesPerSecondPerIp: 32 * 1024 * 1024,
   relayIdleMs: 60_000,
-  stunRequestsPerSecondPerIp: 50,
+  stunRequestsPerSecondPerIp: 150,
   // Every registered agent holds its control connection: room for all registrations (in all and per IP), beyond an
   // ordinary agent's listener defaults (4,096 and 1,024).
   maxConnections: 100_000, // = maxRegistrations
@@ -136,6 +145,8 @@ const POSITIVE_INTEGERS = [
   'relayBytesPerSecondPerIp',
   'relayIdleMs',
   'stunRequestsPerSecondPerIp',
+  'maxConnections',
+  'maxConnectionsPerIp',
 ] as const satisfies readonly (keyof RendezvousConfig)[];
 
 const invalid = (message: string): AgentError => new AgentError('INVALID_ARGUMENT', message);
@@ -195,10 +206,7 @@ export function configFrom(argv: string[], env: NodeJS.ProcessEnv): RendezvousCo
         'http-port': { type: 'string' },
         'public-host': { type: 'string' },
         'key-file': { type: 'string' },
-        'max-registrations': { type: 'string' },
-        'relay-bytes-per-second': { type: 'string' },
-        'relay-bytes-per-second-per-ip': { type: 'string' },
-        'stun-requests-per-second': { type: 'string' },
+        ...Object.fromEntries(Object.keys(LIMIT_FLAGS).map((flag) => [flag, { type: 'string' as const }])),
         'allow-agents': { type: 'string' },
         'redis-url': { type: 'string' },
         'redis-prefix': { type: 'string' },
@@ -209,12 +217,16 @@ export function configFrom(argv: string[], env: NodeJS.ProcessEnv): RendezvousCo
     throw invalid(`${(error as Error).message} (see --help)`);
   }
   if (values.help) {
+    const limits = Object.entries(LIMIT_FLAGS).map(([flag, key]) => `  --${flag} (${DEFAULT_CONFIG[key]})`);
     console.log(`agentlink-rendezvous [--host 0.0.0.0] [--port 4433] [--stun-ports 3478,3479] [--http-port 9090]
-  [--public-host name] [--key-file rendezvous.key] [--max-registrations 100000] [--relay-bytes-per-second 8388608]
-  [--relay-bytes-per-second-per-ip 33554432] [--stun-requests-per-second 50] [--allow-agents agents.txt] [--redis-url redis://host:6379] [--redis-prefix agentlink:]
-Environment: RENDEZVOUS_HOST, RENDEZVOUS_PORT, RENDEZVOUS_STUN_PORTS, RENDEZVOUS_HTTP_PORT, RENDEZVOUS_PUBLIC_HOST,
-  RENDEZVOUS_KEY_FILE, RENDEZVOUS_MAX_REGISTRATIONS, RENDEZVOUS_RELAY_BYTES_PER_SECOND,
-  RENDEZVOUS_RELAY_BYTES_PER_SECOND_PER_IP, RENDEZVOUS_STUN_REQUESTS_PER_SECOND, RENDEZVOUS_ALLOW_AGENTS, RENDEZVOUS_REDIS_URL, RENDEZVOUS_REDIS_PREFIX
+  [--public-host name] [--key-file rendezvous.key] [--allow-agents agents.txt] [--redis-url redis://host:6379] [--redis-prefix agentlink:]
+Limits (default):
+${limits.join('\n')}
+Every flag has its environment variable: --max-registrations-per-ip is RENDEZVOUS_MAX_REGISTRATIONS_PER_IP, and so on
+  (RENDEZVOUS_HOST, RENDEZVOUS_PORT, RENDEZVOUS_STUN_PORTS, RENDEZVOUS_HTTP_PORT, RENDEZVOUS_PUBLIC_HOST, RENDEZVOUS_KEY_FILE,
+  RENDEZVOUS_ALLOW_AGENTS, RENDEZVOUS_REDIS_URL, RENDEZVOUS_REDIS_PREFIX).
+--max-connections and --max-connections-per-ip follow --max-registrations and --max-registrations-per-ip unless given
+  (every registered agent holds its control connection).
 --allow-agents names a file of AgentIds, one a line (# comments); only those agents may use the rendezvous.
 --redis-url keeps the registry in Valkey/Redis, shared by every instance with the same URL (default: in memory).`);
     process.exit(0);
@@ -254,10 +266,7 @@ Environment: RENDEZVOUS_HOST, RENDEZVOUS_PORT, RENDEZVOUS_STUN_PORTS, RENDEZVOUS
     httpPort: int('http-port', 'HTTP_PORT', DEFAULT_CONFIG.httpPort),
     publicHost: pick('public-host', 'PUBLIC_HOST')?.text,
     keyFile: pick('key-file', 'KEY_FILE')?.text,
-    maxRegistrations: int('max-registrations', 'MAX_REGISTRATIONS', DEFAULT_CONFIG.maxRegistrations),
-    relayBytesPerSecond: int('relay-bytes-per-second', 'RELAY_BYTES_PER_SECOND', DEFAULT_CONFIG.relayBytesPerSecond),
-    relayBytesPerSecondPerIp: int('relay-bytes-per-second-per-ip', 'RELAY_BYTES_PER_SECOND_PER_IP', DEFAULT_CONFIG.relayBytesPerSecondPerIp),
-    stunRequestsPerSecondPerIp: int('stun-requests-per-second', 'STUN_REQUESTS_PER_SECOND', DEFAULT_CONFIG.stunRequestsPerSecondPerIp),
+    ...limitsFrom((flag) => int(flag as keyof typeof values, envName(flag), Number.NaN)),
     allowAgents: allowFile === undefined ? undefined : readAllowList(allowFile.text),
     redisUrl: pick('redis-url', 'REDIS_URL')?.text,
     redisPrefix: pick('redis-prefix', 'REDIS_PREFIX')?.text ?? DEFAULT_CONFIG.redisPrefix,
@@ -276,16 +285,76 @@ Environment: RENDEZVOUS_HOST, RENDEZVOUS_PORT, RENDEZVOUS_STUN_PORTS, RENDEZVOUS
   return config;
 }
 
+/**
+ * The limits a flag and an environment variable set (`--max-registrations-per-ip`, RENDEZVOUS_MAX_REGISTRATIONS_PER_IP).
+ * The per-IP ones are here because a fleet behind one address (a datacenter's NAT) is one client to every per-IP
+ * bound, and its operator must be able to raise them without writing code (until 2026-11-25 only the registry
+ * size, relay bandwidth and STUN rate had flags; the rest were options of `startRendezvous()` alone).
+ */
+export const LIMIT_FLAGS = {
+  'max-registrations': 'maxRegistrations',
+  'max-registrations-per-ip': 'maxRegistrationsPerIp',
+  'registrations-per-second-per-ip': 'registrationsPerSecondPerIp',
+  'requests-per-second-per-ip': 'requestsPerSecondPerIp',
+  'max-connections': 'maxConnections',
+  'max-connections-per-ip': 'maxConnectionsPerIp',
+  'connections-per-second-per-ip': 'connectionsPerSecondPerIp',
+  'max-relays': 'maxRelays',
+  'max-relays-per-ip': 'maxRelaysPerIp',
+  'relay-bytes-per-second': 'relayBytesPerSecond',
+  'relay-bytes-per-second-per-ip': 'relayBytesPerSecondPerIp',
+  'stun-requests-per-second': 'stunRequestsPerSecondPerIp',
+} as const satisfies Record<string, keyof RendezvousConfig>;
+
+/** `max-registrations-per-ip` → `MAX_REGISTRATIONS_PER_IP` (after `RENDEZVOUS_`). */
+function envName(flag: string): string {
+  return flag.toUpperCase().replaceAll('-', '_');
+}
+
+type LimitKey = (typeof LIMIT_FLAGS)[keyof typeof LIMIT_FLAGS];
+
+/**
+ * The limits given (`given(flag)` is NaN when not given), defaults for the rest; connections in all and per IP
+ * follow the registrations' when not given themselves: each registered agent holds its control connection, so
+ * raising --max-registrations-per-ip alone left the fleet refused at 1,000 connections.
+ */
+function limitsFrom(given: (flag: string) => number): Pick<RendezvousConfig, LimitKey> {
+  const values = Object.fromEntries(Object.entries(LIMIT_FLAGS).map(([flag, key]) => [key, given(flag)])) as Record<LimitKey, number>;
+  const filled = followRegistrations(Object.fromEntries(Object.entries(values).filter(([, v]) => !Number.isNaN(v))), DEFAULT_CONFIG);
+  return Object.fromEntries(Object.values(LIMIT_FLAGS).map((key) => [key, filled[key]])) as Pick<RendezvousConfig, LimitKey>;
+}
+
+/**
+ * Fills in what `partial` leaves out from `defaults`, with `maxConnections` and `maxConnectionsPerIp` following
+ * `maxRegistrations` and `maxRegistrationsPerIp` when those are given and they are not (from flags or from code).
+ */
+export function followRegistrations<T extends Partial<RendezvousConfig>>(partial: T, defaults: RendezvousConfig): RendezvousConfig & T {
+  const filled = { ...defaults, ...partial };
+  if (partial.maxConnections === undefined && partial.maxRegistrations !== undefined) filled.maxConnections = Math.max(defaults.maxConnections, partial.maxRegistrations);
+  if (partial.maxConnectionsPerIp === undefined && partial.maxRegistrationsPerIp !== undefined) {
+    filled.maxConnectionsPerIp = Math.max(defaults.maxConnectionsPerIp, partial.maxRegistrationsPerIp);
+  }
+  return filled;
+}
+
+/**
+ * What a refusal by bound `key` tells the agent: the bound, its value and how the rendezvous' operator raises it, so
+ * that a fleet refused behind one address is not left guessing (until 2026-11-25: "too many registrations from your
+ * address", and nothing else).
+ */
+export function boundHint(key: keyof RendezvousConfig, value: number): string {
+  const flag = FLAG_OF[key];
+  const how = flag === undefined ? `startRendezvous({ ${key} })` : `--${flag} or RENDEZVOUS_${envName(flag)}`;
+  return `the rendezvous' ${key} is ${value}; its operator raises it with ${how}`;
+}
+
 /** The flag of each setting a flag or variable sets. */
 const FLAG_OF: Partial<Record<keyof RendezvousConfig, string>> = {
   host: 'host',
   port: 'port',
   stunPorts: 'stun-ports',
   httpPort: 'http-port',
-  maxRegistrations: 'max-registrations',
-  relayBytesPerSecond: 'relay-bytes-per-second',
-  relayBytesPerSecondPerIp: 'relay-bytes-per-second-per-ip',
-  stunRequestsPerSecondPerIp: 'stun-requests-per-second',
+  ...Object.fromEntries(Object.entries(LIMIT_FLAGS).map(([flag, key]) => [key, flag])),
   allowAgents: 'allow-agents',
   redisUrl: 'redis-url',
   redisPrefix: 'redis-prefix',

@@ -1,5 +1,6 @@
 import { AgentError, toAgentError, type AgentId } from '@agentlink/core';
 import { type ChannelStream } from '@agentlink/core/transport';
+import { boundHint } from './config.js';
 
 export interface RelayLimits {
   maxRelaysPerAgent: number;
@@ -170,18 +171,18 @@ export class Relays {
    */
   admit(caller: AgentId, target: AgentId, ip: string, targetIp: string): RelaySlot {
     const pair = `${target} ${ip}`;
-    if (this.active >= this.limits.maxRelays) throw new AgentError('RESOURCE_EXHAUSTED', `relay full (${this.limits.maxRelays} relays)`);
+    if (this.active >= this.limits.maxRelays) throw new AgentError('RESOURCE_EXHAUSTED', `relay full (${boundHint('maxRelays', this.limits.maxRelays)})`);
     if ((this.opened.get(caller) ?? 0) >= this.limits.maxRelaysPerAgent) {
-      throw new AgentError('RESOURCE_EXHAUSTED', `at most ${this.limits.maxRelaysPerAgent} relays per agent`);
+      throw new AgentError('RESOURCE_EXHAUSTED', `at most ${this.limits.maxRelaysPerAgent} relays per agent (${boundHint('maxRelaysPerAgent', this.limits.maxRelaysPerAgent)})`);
     }
     if ((this.towards.get(target) ?? 0) >= this.limits.maxRelaysPerTarget) {
-      throw new AgentError('RESOURCE_EXHAUSTED', `at most ${this.limits.maxRelaysPerTarget} relays towards one agent`);
+      throw new AgentError('RESOURCE_EXHAUSTED', `at most ${this.limits.maxRelaysPerTarget} relays towards one agent (${boundHint('maxRelaysPerTarget', this.limits.maxRelaysPerTarget)})`);
     }
     if ((this.towardsFromIp.get(pair) ?? 0) >= this.limits.maxRelaysPerTargetPerIp) {
-      throw new AgentError('RESOURCE_EXHAUSTED', `at most ${this.limits.maxRelaysPerTargetPerIp} relays towards one agent from one address`);
+      throw new AgentError('RESOURCE_EXHAUSTED', `at most ${this.limits.maxRelaysPerTargetPerIp} relays towards one agent from one address (${boundHint('maxRelaysPerTargetPerIp', this.limits.maxRelaysPerTargetPerIp)})`);
     }
     if ((this.fromIp.get(ip) ?? 0) >= this.limits.maxRelaysPerIp) {
-      throw new AgentError('RESOURCE_EXHAUSTED', `at most ${this.limits.maxRelaysPerIp} relays from one address`);
+      throw new AgentError('RESOURCE_EXHAUSTED', `at most ${this.limits.maxRelaysPerIp} relays from one address (${boundHint('maxRelaysPerIp', this.limits.maxRelaysPerIp)})`);
     }
     this.active++;
     add(this.opened, caller, 1);

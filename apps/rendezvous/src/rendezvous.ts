@@ -3,7 +3,7 @@ import { AgentError, createAgent, isAgentId, loadOrCreateIdentity, type Agent, t
 import type { ChannelStream } from '@agentlink/core/transport';
 import { verifyRecord, type SignedRecord } from '@agentlink/nat';
 import { webSocket } from '@agentlink/ws';
-import { DEFAULT_CONFIG, checkConfig, listenerLimits, type RendezvousConfig } from './config.js';
+import { DEFAULT_CONFIG, boundHint, checkConfig, followRegistrations, listenerLimits, type RendezvousConfig } from './config.js';
 import { PerIpRate, clientOf, clientOfIp, ipOf } from './ip-limits.js';
 import { silentLogger, type Logger } from './log.js';
 import { ClusterBus, type ClusterRequest } from './cluster-bus.js';
@@ -12,6 +12,7 @@ import { connectRedis, type RedisConnection } from './redis-connection.js';
 import { RedisRegistry } from './redis-registry.js';
 import { MemoryRegistry, type RegistryStore, type StoredRecord } from './registry.js';
 import { RendezvousMetrics } from './metrics.js';
+import { RefusalLog } from './refusal-log.js';
 import { Relays, type RelaySlot } from './relay.js';
 import { startStunServer, type StunServer } from './stun-server.js';
 
@@ -51,6 +52,8 @@ export interface RendezvousHealth {
 }
 
 const SWEEP_MS = 1000;
+/** How often the listener's refusals (before TLS) are logged, as counts of the interval. */
+const LISTENER_REFUSALS_LOG_MS = 10_000;
 /** Control messages are small: records, lookups, punch requests. */
 const MAX_FRAME = 64 * 1024;
 
@@ -60,7 +63,7 @@ const MAX_FRAME = 64 * 1024;
  * rdv.punch, and the rdv.relay tunnel.
  */
 export async function startRendezvous(options: RendezvousOptions = {}): Promise<Rendezvous> {
-  const config: RendezvousConfig = { ...DEFAULT_CONFIG, ...definedOnly(options) };
+  const config: RendezvousConfig = followRegistrations(definedOnly(options), DEFAULT_CONFIG);
   checkConfig(config);
   const log = options.log ?? silentLogger;
   const identity = options.identity ?? (config.keyFile ? await loadOrCreateIdentity(config.keyFile) : undefined);
@@ -120,8 +123,18 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     metrics.rejected(reason);
     throw error;
   };
+  const refusalLog = new RefusalLog(log);
+  /**
+   * A refusal by one of the bounds (`bound`, a setting): the agent is told which, its value and how to raise it, and
+   * the operator reads it in the log (a line per bound and client a minute at most).
+   */
+  const refuseBy = (bound: keyof RendezvousConfig, reason: string, what: string, client: string): never => {
+    const error = new AgentError('RESOURCE_EXHAUSTED', `${what} (${boundHint(bound, config[bound] as number)})`);
+    refusalLog.refused(bound, client, error.message);
+    return refuse(reason, error);
+  };
   const limitRequests = (ctx: CallContext): void => {
-    if (!requestRate.allow(ipOf(ctx.remoteAddress))) refuse('rate', new AgentError('RESOURCE_EXHAUSTED', 'too many requests from your address'));
+    if (!requestRate.allow(ipOf(ctx.remoteAddress))) refuseBy('requestsPerSecondPerIp', 'rate', 'too many requests from your address', clientOf(ctx.remoteAddress));
   };
   /**
    * The AgentId a request names in `field` (rdv.lookup's `agentId`, the others' `target`). Until 2026-11-24 a body
@@ -149,9 +162,9 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
    */
   const limitPunch = (target: AgentId, client: string | undefined): void => {
     if (client !== undefined && !punchShare.allow(`${target} ${client}`)) {
-      refuse('target-ip-rate', new AgentError('RESOURCE_EXHAUSTED', 'too many punch requests towards that agent from your address'));
+      refuseBy('punchesPerSecondPerTargetPerIp', 'target-ip-rate', 'too many punch requests towards that agent from your address', client);
     }
-    if (!punchRate.allow(target)) refuse('target-rate', new AgentError('RESOURCE_EXHAUSTED', 'too many punch requests towards that agent'));
+    if (!punchRate.allow(target)) refuseBy('punchesPerSecondPerTarget', 'target-rate', 'too many punch requests towards that agent', client ?? 'another instance');
   };
   const admitPunch = (target: AgentId, client: string | undefined): void => {
     limitPunch(target, client);
@@ -182,7 +195,7 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
 
   agent.handle('rdv.register', async (signed: SignedRecord, ctx) => {
     const ip = ipOf(ctx.remoteAddress);
-    if (!registrationRate.allow(ip)) refuse('rate', new AgentError('RESOURCE_EXHAUSTED', 'too many registrations from your address'));
+    if (!registrationRate.allow(ip)) refuseBy('registrationsPerSecondPerIp', 'rate', 'too many registrations from your address', clientOfIp(ip));
     let record;
     try {
       record = verifyRecord(signed);
@@ -200,8 +213,8 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
       if (outcome.reason === 'replayed') {
         refuse('replayed', new AgentError('INVALID_ARGUMENT', `replayed record: sequence ${record.seq} is not newer than ${outcome.storedSeq}`));
       }
-      if (outcome.reason === 'full') refuse('full', new AgentError('RESOURCE_EXHAUSTED', 'registry full'));
-      refuse('per-ip', new AgentError('RESOURCE_EXHAUSTED', 'too many agents registered from your address'));
+      if (outcome.reason === 'full') refuseBy('maxRegistrations', 'full', 'registry full', clientOfIp(ip));
+      refuseBy('maxRegistrationsPerIp', 'per-ip', 'too many agents registered from your address', clientOfIp(ip));
     }
     const isNew = outcome.stored && outcome.isNew;
     metrics.registered(isNew);
@@ -262,6 +275,7 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     try {
       slot = relays.admit(ctx.peer, target, clientOf(ctx.remoteAddress), clientOfIp(theirs.ip));
     } catch (error) {
+      refusalLog.refused('relay', clientOf(ctx.remoteAddress), (error as AgentError).message);
       return refuse('relay-limit', error as AgentError);
     }
     let toTarget: ChannelStream;
@@ -313,6 +327,9 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
       .catch(() => undefined); // the store is away: /healthz says so, and the next sweep tries again
   }, SWEEP_MS);
   sweeper.unref();
+  // The listener's refusals before TLS (per-IP connection rate and count) know no agent: their counts, each interval.
+  const listenerWatch = setInterval(() => refusalLog.listenerRefusals(agent.stats().refusals), LISTENER_REFUSALS_LOG_MS);
+  listenerWatch.unref();
 
   const health = async (): Promise<RendezvousHealth> => {
     const registered = await registry.size().catch(() => undefined);
@@ -352,6 +369,7 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     } catch (error) {
       // As a STUN port that cannot be bound: nothing is left open.
       clearInterval(sweeper);
+      clearInterval(listenerWatch);
       await Promise.all(stun.map((s) => s.close()));
       await agent.close();
       await registry.close();
@@ -374,6 +392,7 @@ export async function startRendezvous(options: RendezvousOptions = {}): Promise<
     health,
     async close() {
       clearInterval(sweeper);
+      clearInterval(listenerWatch);
       await bus?.close();
       await new Promise<void>((resolve) => (http ? http.close(() => resolve()) : resolve()));
       http?.closeAllConnections();

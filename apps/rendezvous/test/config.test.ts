@@ -144,6 +144,41 @@ describe('rendezvous configuration', () => {
     });
   });
 
+  it("sets every per-IP bound a fleet behind one address meets from a flag or a variable, and connections follow registrations", () => {
+    // A datacenter's fleet behind one NAT is one client to every per-IP bound: its operator raises them without code.
+    const config = configFrom(
+      ['--max-registrations-per-ip', '5000', '--registrations-per-second-per-ip', '400', '--connections-per-second-per-ip', '300', '--max-relays-per-ip', '500'],
+      { RENDEZVOUS_REQUESTS_PER_SECOND_PER_IP: '900', RENDEZVOUS_MAX_RELAYS: '4000' },
+    );
+    expect(config).toMatchObject({
+      maxRegistrationsPerIp: 5000,
+      registrationsPerSecondPerIp: 400,
+      connectionsPerSecondPerIp: 300,
+      requestsPerSecondPerIp: 900,
+      maxRelaysPerIp: 500,
+      maxRelays: 4000,
+      // Each registered agent holds its control connection: 5,000 agents need 5,000 connections from that address.
+      maxConnectionsPerIp: 5000,
+    });
+    expect(listenerLimits(config)).toMatchObject({ maxConnectionsPerIp: 5000, newConnectionsPerIpPerSecond: 300 });
+    expect(configFrom(['--max-registrations', '200000'], {}).maxConnections).toBe(200_000);
+    // Given both, each keeps its own; lowered registrations keep the default connections.
+    expect(configFrom(['--max-registrations-per-ip', '5000', '--max-connections-per-ip', '6000'], {}).maxConnectionsPerIp).toBe(6000);
+    expect(configFrom(['--max-registrations-per-ip', '10'], {}).maxConnectionsPerIp).toBe(DEFAULT_CONFIG.maxConnectionsPerIp);
+    expect(thrown(() => configFrom([], { RENDEZVOUS_REGISTRATIONS_PER_SECOND_PER_IP: '0' })).message).toBe('RENDEZVOUS_REGISTRATIONS_PER_SECOND_PER_IP must be a positive integer, got 0');
+    expect(thrown(() => configFrom(['--max-connections-per-ip', 'many'], {})).message).toBe('--max-connections-per-ip must be an integer, got "many"');
+    expect(thrown(() => configFrom(['--max-connections-per-ip', '0'], {})).message).toBe('--max-connections-per-ip must be a positive integer, got 0');
+  });
+
+  it('startRendezvous() lets connections follow registrations as the flags do', async () => {
+    const r = await startRendezvous({ host: '127.0.0.1', port: 0, stunPorts: [0, 0], httpPort: -1, maxRegistrationsPerIp: 3000 });
+    try {
+      expect(r.config.maxConnectionsPerIp).toBe(3000);
+    } finally {
+      await r.close();
+    }
+  });
+
   it('reads --allow-agents: one AgentId a line, comments and blanks ignored, a bad line named', () => {
     const [a, b] = [Identity.generate().id, Identity.generate().id];
     const dir = mkdtempSync(join(tmpdir(), 'rdv-allow-'));

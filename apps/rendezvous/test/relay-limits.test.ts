@@ -64,7 +64,7 @@ describe('relay limits under a hostile caller', () => {
       ),
     );
     expect(opened.filter((x) => x === 'open')).toHaveLength(2);
-    expect(opened).toContain('at most 2 relays towards one agent');
+    expect(opened).toContain("at most 2 relays towards one agent (the rendezvous' maxRelaysPerTarget is 2; its operator raises it with startRendezvous({ maxRelaysPerTarget }))");
     // Other agents are still relayed to.
     await strangers[0]!.openTunnel(r.address, 'rdv.relay', { target: other.agent.id }, { timeoutMs: 5000 });
     expect((await r.health()).relays).toBe(3);
@@ -170,7 +170,7 @@ describe('relays from one address', () => {
       ),
     );
     expect(opened.filter((x) => x === 'open')).toHaveLength(3);
-    expect(opened).toContain('at most 3 relays from one address');
+    expect(opened).toContain("at most 3 relays from one address (the rendezvous' maxRelaysPerIp is 3; its operator raises it with --max-relays-per-ip or RENDEZVOUS_MAX_RELAYS_PER_IP)");
     // An agent elsewhere (127.0.0.1) still opens one.
     const honest = await registeredStranger(r);
     await honest.openTunnel(r.address, 'rdv.relay', { target: victim.agent.id }, { timeoutMs: 5000 });
@@ -202,7 +202,7 @@ describe('relays towards one agent from a few addresses', () => {
       ),
     );
     expect(opened.filter((x) => x === 'open')).toHaveLength(4);
-    expect(opened).toContain('at most 2 relays towards one agent from one address');
+    expect(opened).toContain("at most 2 relays towards one agent from one address (the rendezvous' maxRelaysPerTargetPerIp is 2; its operator raises it with startRendezvous({ maxRelaysPerTargetPerIp }))");
     expect(r.metrics.rejectedCount('relay-limit')).toBe(4);
     // An agent at another address is still relayed to the victim, and those addresses to other agents.
     const honest = await registeredStranger(r);

@@ -1,4 +1,4 @@
-export { Reach, reach } from './reach.js';
+export { DEFAULT_HEARTBEAT_MS, Reach, reach } from './reach.js';
 export type { PathEvent, ReachOptions } from './reach.js';
 export type { Discovery, PunchCoordinator, RelayService } from './discovery.js';
 export { MAX_LEARNED_PER_LOOKUP, MAX_STUN_SERVERS, RendezvousClient } from './rendezvous-client.js';

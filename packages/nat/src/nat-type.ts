@@ -26,6 +26,20 @@ export async function discoverNat(client: StunClient, servers: readonly HostPort
   return { type: 'symmetric', mapped: first, portDelta: second.port - first.port };
 }
 
+/**
+ * What a registration publishes after its STUN went (partly) unanswered: the type and mapping learned before, while
+ * the answers that did come say nothing else (no answer, or the same mapping). STUN datagrams get lost, and a fleet
+ * behind one address shares the rendezvous' per-IP STUN rate: until 2026-11-25 every heartbeat whose requests it
+ * dropped re-registered the agent as `unknown` without its public mapping (its peers could no longer punch to it)
+ * until a later heartbeat got answers. A different mapping is news: it is published (as `unknown`, one answer
+ * cannot classify the NAT).
+ */
+export function settleDiscovery(previous: NatDiscovery | undefined, found: NatDiscovery): { discovery: NatDiscovery; kept: boolean } {
+  if (found.type !== 'unknown' || previous === undefined || previous.type === 'unknown') return { discovery: found, kept: false };
+  const sameMapping = found.mapped === undefined || (found.mapped.host === previous.mapped?.host && found.mapped.port === previous.mapped.port);
+  return sameMapping ? { discovery: previous, kept: true } : { discovery: found, kept: false };
+}
+
 /** IPv4 addresses of this host's interfaces (LAN candidates), loopback excluded unless it is all there is. */
 export function localAddresses(): string[] {
   const all = Object.values(networkInterfaces()).flatMap((list) => list ?? []);

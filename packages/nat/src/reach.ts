@@ -11,13 +11,16 @@ import {
 import { MAX_TIMER_MS, type Channel, type ChannelStream, type ListenContext } from '@agentlink/core/transport';
 import type { quic } from '@agentlink/quic';
 import { ConnectTimes } from './connect-times.js';
-import { discoverNat, localAddresses, type NatDiscovery } from './nat-type.js';
+import { discoverNat, localAddresses, settleDiscovery, type NatDiscovery } from './nat-type.js';
 import { PathStrategy, urlHost, type PathKind } from './path-strategy.js';
 import { MAX_PREDICT_PORTS, Puncher, type PunchRequest } from './punch.js';
 import { signRecord, type PeerRecord } from './record.js';
 import { RelayPath } from './relay-path.js';
 import { RendezvousClient } from './rendezvous-client.js';
 import { StunClient, type HostPort } from './stun.js';
+
+/** How often an agent registers again by default (`heartbeatMs`); its record lives three of them. */
+export const DEFAULT_HEARTBEAT_MS = 15_000;
 
 export interface ReachOptions {
   /**
@@ -109,7 +112,7 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
   }
 
   private get heartbeatMs(): number {
-    return this.options.heartbeatMs ?? 15_000;
+    return this.options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
   }
 
   async start(agent: Agent, context: ListenContext): Promise<void> {
@@ -180,7 +183,11 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
   private async registerOnce(): Promise<PeerRecord> {
     let registered: PeerRecord | undefined;
     await this.rendezvous.publishWith(async (servers: HostPort[]) => {
-      this.discovery = await discoverNat(this.stun!, servers, this.localPort);
+      const { discovery, kept } = settleDiscovery(this.discovery, await discoverNat(this.stun!, servers, this.localPort));
+      if (kept) {
+        this.report(new AgentError('UNAVAILABLE', `no STUN answer from the rendezvous (${servers.map((h) => `${urlHost(h.host)}:${h.port}`).join(', ')}): registering with the NAT type and mapping learned before`));
+      }
+      this.discovery = discovery;
       this.seq = Math.max(this.seq + 1, Date.now());
       const mapped = this.discovery.mapped ? [quicUrl(this.discovery.mapped)] : [];
       registered = {

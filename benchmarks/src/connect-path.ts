@@ -1,8 +1,11 @@
 /**
  * How long a first call to a peer takes when no connection exists yet (handshake + a 1-byte request/response), for
  * agentlink ws and http2 next to the raw transports, in interleaved rounds.
- *   node --conditions=source --import tsx benchmarks/src/connect-path.ts [--rounds 40] [--only <names>] [--profile <prefix>]
- *        [--builds <name>,<name>]
+ *   node --conditions=source --import tsx benchmarks/src/connect-path.ts [--rounds 40] [--warmup 5] [--repeat 1]
+ *        [--only <names>] [--profile <prefix>]
+ *   pnpm --filter @agentlink/benchmarks connect-path --builds base,after [...]   (snapshots: ab-builds snapshot <name>)
+ * `--warmup 0 --repeat 10 --rounds 10` measures cold processes, as agentbench's connect samples are: each repetition
+ * is a fresh client process with a fresh serving process, every subject's first connections.
  * The serving side runs in its own process (forked): one agentlink agent listening on ws and http2 (listener
  * limits raised, as agentbench's), raw https + `ws` echo servers and raw node:http2 echo servers, each once with
  * server authentication only (agentbench's baselines) and once asking for the client's certificate (mutual TLS 1.3

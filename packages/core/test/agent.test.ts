@@ -111,6 +111,27 @@ describe('Agent', () => {
     await expect(client.send(address, 'add', {})).rejects.toMatchObject({ code: 'CLOSED' });
   });
 
+  it('an agent makes one certificate, which it listens and dials with (one TLS context, not one each)', async () => {
+    const contexts: Array<{ tls: unknown }> = [];
+    const recording: Transport = {
+      kind: 'recording',
+      protocols: ['recording:'],
+      listen: async (context: ListenContext) => {
+        contexts.push(context);
+        return { addresses: [], close: async () => undefined };
+      },
+      dial: async (_url: URL, context: DialContext) => {
+        contexts.push(context);
+        throw new AgentError('UNAVAILABLE', 'nothing here');
+      },
+    };
+    const agent = await createAgent({ channels: [recording] });
+    agents.push(agent);
+    await expect(agent.send(`${Identity.generate().id}@recording://nowhere`, 'echo', 1)).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+    expect(contexts.length).toBeGreaterThanOrEqual(2); // the listen, and the dial (tried again: UNAVAILABLE)
+    for (const context of contexts) expect(context.tls).toBe(contexts[0]!.tls);
+  });
+
   it('an agent needs at least one channel', async () => {
     await expect(createAgent({ channels: [] })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
   });

@@ -118,6 +118,19 @@ describe('self-signed certificate', () => {
     expect(new Date(cert.validTo).getUTCFullYear()).toBe(9999);
   });
 
+  it("the key read from a peer's certificate (as a JWK) is the one its SPKI DER carries, and verifies as that agent", () => {
+    for (let i = 0; i < 20; i++) {
+      const identity = Identity.generate();
+      const cert = new X509Certificate(selfSignedCertificate(identity).certDer);
+      const der = cert.publicKey.export({ format: 'der', type: 'spki' });
+      const id = agentIdOfCertificate(cert);
+      expect(Buffer.from(publicKeyFromAgentId(id))).toEqual(der.subarray(der.length - 32));
+      expect(id).toBe(identity.id);
+      const data = Buffer.from(`hello ${i}`);
+      expect(verifySignature(id, data, identity.sign(data))).toBe(true);
+    }
+  });
+
   it('a certificate of a non-Ed25519 key is refused as UNAUTHENTICATED', async () => {
     const { generateKeyPairSync, createPublicKey } = await import('node:crypto');
     const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' });

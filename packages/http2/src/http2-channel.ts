@@ -33,6 +33,11 @@ export interface Http2ChannelInit {
   /** Report of a stream refused because it is not an agentlink request. */
   onRefused?(refusal: Refusal): void;
   maxSessionBuffered?: number;
+  /**
+   * A dialled session whose peer's SETTINGS have not arrived yet (the dial does not wait for them): until they do,
+   * the pool is not held to nghttp2's assumed limit (see `streamLimit`), and streams past it wait here for them.
+   */
+  peerSettingsPending?: boolean;
 }
 
 /** Listener of refused streams: node emits 'error' when a stream is closed with a code, and crashes without one. */
@@ -58,6 +63,8 @@ export class Http2Channel implements Channel {
   /** Calls waiting for the peer's SETTINGS_MAX_CONCURRENT_STREAMS to allow another stream (FIFO). */
   private readonly slotWaiters: Array<() => void> = [];
   private resolveClosed!: (reason: AgentError) => void;
+  /** The peer's SETTINGS have not arrived: its stream limit is nghttp2's assumption (100), not the peer's word. */
+  private peerSettingsPending: boolean;
   /** Streams the server starts travel over core's mux inside the client's reverse stream. */
   private reverse: MuxedChannel | undefined;
   /**
@@ -83,6 +90,15 @@ export class Http2Channel implements Channel {
     this.onStream = init.onStream;
     this.onRefused = init.onRefused;
     this.outbound = new OutboundBudget(init.maxSessionBuffered ?? DEFAULT_MAX_SESSION_BUFFERED);
+    this.peerSettingsPending = init.peerSettingsPending === true;
+    if (initiator === 'local') {
+      // Each SETTINGS may change the peer's limit: streams waiting for a slot look again. The first ends the
+      // assumed limit, and the streams held for it go now, not when others finish (long streams may never).
+      session.on('remoteSettings', () => {
+        this.peerSettingsPending = false;
+        for (const wake of this.slotWaiters.splice(0)) wake();
+      });
+    }
     this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
     session.on('goaway', (code: number) => {
       // Streams above the GOAWAY's last id fail with a retryable error; the rest finish normally.
@@ -135,9 +151,14 @@ export class Http2Channel implements Channel {
     return this.closeReason !== undefined || this.draining !== undefined || this.session.closed || this.session.destroyed;
   }
 
-  /** What the pool may keep open at once on this session: below the peer's SETTINGS_MAX_CONCURRENT_STREAMS. */
-  get streamLimit(): number {
-    return this.peerStreamLimit() - 1;
+  /**
+   * What the pool may keep open at once on this session: below the peer's SETTINGS_MAX_CONCURRENT_STREAMS. None
+   * while the peer's SETTINGS are on their way (the first round trip of a session): the pool then hands out its
+   * own `maxCallsPerChannel` slots, as it did when the dial waited for them, and the streams past nghttp2's
+   * assumption wait in `openStream` for the SETTINGS — a round trip, not for calls to end.
+   */
+  get streamLimit(): number | undefined {
+    return this.peerSettingsPending ? undefined : this.peerStreamLimit() - 1;
   }
 
   get activeStreams(): number {

@@ -176,37 +176,43 @@ export function http2(options: Http2Options = {}): Transport {
         const onAbort = (): void => fail(abortReason(context.signal));
         if (context.signal.aborted) return onAbort();
         context.signal.addEventListener('abort', onAbort, { once: true });
-        session.once('error', (error) => fail(new AgentError('UNAVAILABLE', `cannot reach ${address.host}: ${error.message}`, { cause: error })));
+        // These stay on the session once the dial is settled: each checks first, so a channel's close does not build
+        // an error (its stack trace) for nothing.
+        session.once('error', (error) => settled || fail(new AgentError('UNAVAILABLE', `cannot reach ${address.host}: ${error.message}`, { cause: error })));
         // A listener that refuses us (e.g. UNAUTHENTICATED) says why in its GOAWAY.
         session.once('goaway', (code: number) => {
-          if (code !== 0) fail(new AgentError(fromHttp2Code(code), `${address.host} refused the session (${fromHttp2Code(code)})`, { remote: true }));
+          if (code !== 0 && !settled) fail(new AgentError(fromHttp2Code(code), `${address.host} refused the session (${fromHttp2Code(code)})`, { remote: true }));
         });
-        session.once('close', () => fail(new AgentError('UNAVAILABLE', `${address.host} closed the session during the handshake`)));
-        // Ready once TLS proved the peer's key and its SETTINGS arrived (its stream limit is then known).
-        let connected = false;
+        session.once('close', () => settled || fail(new AgentError('UNAVAILABLE', `${address.host} closed the session during the handshake`)));
+        // Ready once TLS proved the peer's key: its SETTINGS are not waited for. The server sends them only once it
+        // has our Finished, half a round trip after our handshake ended, so waiting for them put a whole round trip
+        // (and a wake-up of each process) before every first call. Until they come, nghttp2 takes the peer to allow
+        // 100 streams at once (RFC 9113's recommended floor), and the channel keeps its margin below that, holding
+        // further streams until they arrive (test/dial-before-settings.test.ts); a peer allowing fewer refuses the
+        // excess unprocessed, and those calls are resent.
         let settingsArrived = false;
-        const ready = (): void => {
-          if (!connected || !settingsArrived || settled) return;
+        session.once('remoteSettings', () => (settingsArrived = true));
+        session.once('connect', () => {
+          if (settled) return;
+          try {
+            authenticatePeer(session.socket as TLSSocket, context.expectedPeer);
+          } catch (error) {
+            return fail(error as AgentError);
+          }
           settled = true;
           clearTimeout(timer);
           context.signal.removeEventListener('abort', onAbort);
           session.setLocalWindowSize(sessionWindow);
           keepalive.watch(session, address.host);
           const socket = session.socket as TLSSocket;
-          resolve(new Http2Channel(session, context.expectedPeer, addressOf(socket), 'local', { onStream: context.onStream, onRefused: context.onRefused, maxSessionBuffered }));
-        };
-        session.once('remoteSettings', () => {
-          settingsArrived = true;
-          ready();
-        });
-        session.once('connect', () => {
-          try {
-            authenticatePeer(session.socket as TLSSocket, context.expectedPeer);
-          } catch (error) {
-            return fail(error as AgentError);
-          }
-          connected = true;
-          ready();
+          resolve(
+            new Http2Channel(session, context.expectedPeer, addressOf(socket), 'local', {
+              onStream: context.onStream,
+              onRefused: context.onRefused,
+              maxSessionBuffered,
+              peerSettingsPending: !settingsArrived,
+            }),
+          );
         });
       });
     },

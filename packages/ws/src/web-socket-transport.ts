@@ -2,7 +2,7 @@ import { constants as cryptoConstants } from 'node:crypto';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { ConnectionOptions, TLSSocket } from 'node:tls';
-import { AgentError, type ListenerLimits, type Transport } from '@agentlink/core';
+import { AgentError, type AgentId, type ListenerLimits, type Transport } from '@agentlink/core';
 import {
   TlsListenerGuard,
   abortReason,
@@ -141,10 +141,14 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
       });
       const wss = new WebSocketServer({ noServer: true, maxPayload, perMessageDeflate: false, allowSynchronousEvents: SYNCHRONOUS_EVENTS, ...frameBounds(maxPayload) });
       guard.attach(server);
+      // The key each client proved, read once at its handshake's end and taken by its upgrade.
+      const provenPeers = new WeakMap<TLSSocket, AgentId>();
       // Right when the handshake ends: a client without an agent certificate gets its 401 now, not after sending
       // a request (or holding the socket until node's header timeout).
       server.on('secureConnection', (socket: TLSSocket) => {
-        if (guard.authenticate(socket) instanceof AgentError) refuse(socket, 401, 'Unauthorized');
+        const peer = guard.authenticate(socket);
+        if (peer instanceof AgentError) refuse(socket, 401, 'Unauthorized');
+        else provenPeers.set(socket, peer);
       });
       server.on('upgrade', (request, socket, head) => {
         // node's HTTP server let go of the socket: without this, a peer's reset would crash the process.
@@ -152,12 +156,8 @@ export function webSocket(options: WebSocketOptions = {}): Transport {
         if (socket.writableEnded) return; // refused at the handshake already
         const tlsSocket = socket as TLSSocket;
         if (new URL(request.url ?? '/', 'https://x').pathname !== path) return refuse(socket, 404, 'Not Found');
-        let peer;
-        try {
-          peer = authenticatePeer(tlsSocket);
-        } catch (error) {
-          return refuse(socket, 401, (error as Error).message);
-        }
+        const peer = provenPeers.get(tlsSocket);
+        if (peer === undefined) return refuse(socket, 401, 'Unauthorized'); // no agent key proved at the handshake
         wss.handleUpgrade(request, socket, head, (ws) => {
           const channel = channelOverWebSocket(ws, tlsSocket, {
             peer,

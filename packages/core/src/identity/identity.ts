@@ -2,9 +2,6 @@ import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, t
 import { AgentError } from '../errors.js';
 import { agentIdFromPublicKey, publicKeyFromAgentId, type AgentId } from './agent-id.js';
 
-/** SPKI DER prefix of an Ed25519 public key (RFC 8410); the raw 32-byte key follows it. */
-const ED25519_SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
-
 /** An agent's key pair. The private key never leaves this object except through `exportPrivateKeyPem`. */
 export class Identity {
   readonly id: AgentId;
@@ -63,13 +60,18 @@ export function rawPublicKey(key: KeyObject): Uint8Array {
   if (key.asymmetricKeyType !== 'ed25519') {
     throw new AgentError('UNAUTHENTICATED', `expected an Ed25519 key, got ${key.asymmetricKeyType ?? 'unknown'}`);
   }
-  const der = key.export({ format: 'der', type: 'spki' });
-  return new Uint8Array(der.subarray(ED25519_SPKI_PREFIX.length));
+  // As a JWK, not as DER (SPKI): node writes a JWK's `x` from OpenSSL's raw key, while a DER export goes through
+  // OpenSSL 3's encoder lookup, ~90–180 µs each time (measured, Node 20) against ~1 µs. Every TLS channel runs this
+  // on the peer's certificate in each handshake (authenticatePeer), on both sides.
+  const x = key.export({ format: 'jwk' }).x;
+  const raw = x === undefined ? undefined : Buffer.from(x, 'base64url');
+  if (raw?.length !== 32) throw new AgentError('UNAUTHENTICATED', 'an Ed25519 key without its 32 bytes');
+  return Uint8Array.from(raw); // a copy: a view would hold the slab of node's Buffer pool it was cut from
 }
 
+/** The public key of agent `id` as a KeyObject. From a JWK: decoding DER (SPKI) took ~190 µs, a JWK ~9 (measured). */
 export function publicKeyObject(id: AgentId): KeyObject {
-  const der = Buffer.concat([ED25519_SPKI_PREFIX, publicKeyFromAgentId(id)]);
-  return createPublicKey({ key: der, format: 'der', type: 'spki' });
+  return createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(publicKeyFromAgentId(id)).toString('base64url') }, format: 'jwk' });
 }
 
 /** Verifies an Ed25519 signature made by the agent `id`. */

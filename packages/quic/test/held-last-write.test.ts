@@ -1,7 +1,8 @@
 import { AgentError, createAgent, Identity } from '@agentlink/core';
-import { encodeFrame, selfSignedCertificate, WRITTEN, type Channel, type ChannelStream, type ListenContext } from '@agentlink/core/transport';
+import { encodeFrame, errorCodeToNumber, selfSignedCertificate, WRITTEN, type Channel, type ChannelStream, type ListenContext } from '@agentlink/core/transport';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { quic } from '../src/index.js';
+import type { NativeStream } from '../src/native.js';
 import type { QuicChannel } from '../src/quic-channel.js';
 
 /**
@@ -156,6 +157,19 @@ describe('QUIC: a last write the engine holds for credit', () => {
       expect(held).toBe(1);
       expect(error).toBeInstanceOf(AgentError);
       expect(error).toMatchObject({ code: 'RESOURCE_EXHAUSTED' });
+    });
+
+    it('when the peer stops the request (STOP_SENDING) and keeps its own side open: at once, with its code, as a reset', async () => {
+      // The peer will read no more and never ends its side: the held request fails in the engine, and the
+      // caller's read of a reply that will not come ends with the peer's code after a grace of three PTOs (at
+      // least 200 ms), as ws and HTTP/2 fail a call at the peer's stream reset. Before: the call's deadline.
+      const { error, held } = await callCut((stream) => {
+        expect((stream as unknown as { native: NativeStream }).native.stop(errorCodeToNumber('RESOURCE_EXHAUSTED'))).toBe(true);
+      });
+      expect(held).toBe(1);
+      expect(error).toBeInstanceOf(AgentError);
+      expect(error).toMatchObject({ code: 'RESOURCE_EXHAUSTED', remote: true });
+      expect((error as AgentError).message).toMatch(/reset by peer/);
     });
 
     it('when the connection closes', async () => {

@@ -120,4 +120,31 @@ describe('a QUIC peer that dies and comes back', () => {
       expect(reason.message).toMatch(/port is unreachable/);
     },
   );
+
+  it.runIf(process.platform === 'linux')(
+    'a receive-only streamed call to a peer killed after its first item fails UNAVAILABLE from the ICMP port unreachable, though the caller sends nothing',
+    async () => {
+      const peer = await startPeer(await keyFile(), 0, 60_000);
+      const agent = await caller(60_000);
+      // A minute of idle timeout (keep-alives every 20 s) and an hour of deadline: the test's own timeout (30 s)
+      // ends it first unless the engine probes the silent peer while the caller's read waits (native/src/quiet.rs).
+      const tokens = agent.stream(peer.address, 'tokens', null, { timeoutMs: 3_600_000 })[Symbol.asyncIterator]();
+      expect((await tokens.next()).value).toBe('token 0');
+      const [channel] = agent.channels();
+      const next = tokens.next().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      peer.child.kill('SIGKILL');
+      await once(peer.child, 'exit');
+
+      const error = await next;
+      expect(error).toBeInstanceOf(AgentError);
+      expect((error as AgentError).code).toBe('UNAVAILABLE');
+      expect((error as AgentError).message).toMatch(/port is unreachable/);
+      const reason = await channel!.closed;
+      expect(reason.code).toBe('UNAVAILABLE');
+      expect(reason.message).toMatch(/port is unreachable/);
+    },
+  );
 });

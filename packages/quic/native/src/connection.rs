@@ -165,7 +165,7 @@ impl QuicConnection {
     #[napi]
     pub fn try_open_stream(&self) -> Result<Option<QuicStream>> {
         match self.get()?.open_bi().now_or_never() {
-            Some(Ok((send, recv))) => Ok(Some(QuicStream::accepted(send, recv, self.credit.opened_by_us(), self.arming(), self.watch.clone()))),
+            Some(Ok((send, recv))) => Ok(Some(QuicStream::accepted(send, recv, self.credit.opened_by_us(), self.arming(), self.watch.clone()).opened_by_us())),
             Some(Err(e)) => Err(self.watch.translate(connection_error(&e))),
             None => Ok(None),
         }
@@ -174,7 +174,7 @@ impl QuicConnection {
     #[napi]
     pub async fn open_stream(&self) -> Result<QuicStream> {
         let (send, recv) = self.get()?.open_bi().await.map_err(|e| self.watch.translate(connection_error(&e)))?;
-        Ok(QuicStream::accepted(send, recv, self.credit.opened_by_us(), self.arming(), self.watch.clone()))
+        Ok(QuicStream::accepted(send, recv, self.credit.opened_by_us(), self.arming(), self.watch.clone()).opened_by_us())
     }
 
     /// The next stream the peer opened, or null once the connection is closed (see `closed`).

@@ -31,6 +31,8 @@ pub struct Armed {
     pub max: usize,
     pub recv: Arc<Mutex<Option<RecvStream>>>,
     pub reset: watch::Receiver<Option<Stop>>,
+    /// A stream we opened (a call's reply or items): while it waits, a silent peer is probed (quiet.rs).
+    pub ours: bool,
 }
 
 /// A finished read: bytes (possibly with the peer's end), the end alone, or a failure (`CODE|detail`); or a
@@ -168,11 +170,11 @@ fn deliver(ready: &StdMutex<Ready>, notify: &ReadsReady, batch: Vec<Done>) {
 }
 
 async fn read_once(armed: Armed, waiting: &Waiting) -> Done {
-    let Armed { token, max, recv, mut reset } = armed;
+    let Armed { token, max, recv, mut reset, ours } = armed;
     let outcome = async {
         let mut guard = recv.lock().await;
         let recv = guard.as_mut().ok_or_else(|| "CLOSED|stream released".to_string())?;
-        let _waiting = waiting.begin(); // on the peer: a silent one is probed meanwhile (quiet.rs)
+        let _waiting = ours.then(|| waiting.begin()); // a reply or items: a silent peer is probed meanwhile (quiet.rs)
         // A reset asked before this read got the stream has stopped it already: report the reset, not quinn's end.
         let first = tokio::select! {
             biased;

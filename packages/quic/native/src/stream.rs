@@ -39,6 +39,10 @@ pub struct QuicStream {
     first_write: FirstWrite,
     /// The connection's suspicion state (unreachable.rs): errors of a connection judged gone say so.
     watch: Arc<PeerWatch>,
+    /// We opened it (we are the caller): a read of it waits for a reply or items, and a silent peer is probed
+    /// meanwhile (quiet.rs). A handler's read (waiting for the caller's end or cancel) is not: it would double
+    /// the probes of a silent pair, and a handler learns of a dead caller when it writes.
+    ours: bool,
 }
 
 /// Chunks received and not yet handed to JavaScript: gathered first, so the bytes are copied once into a
@@ -116,6 +120,7 @@ impl QuicStream {
             slot: std::sync::Mutex::new(None),
             first_write: FirstWrite::default(),
             watch: Arc::default(),
+            ours: false,
         }
     }
 
@@ -124,6 +129,12 @@ impl QuicStream {
         this.watch = watch;
         *this.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(slot);
         this
+    }
+
+    /// Marks a stream we opened (see `ours`).
+    pub fn opened_by_us(mut self) -> Self {
+        self.ours = true;
+        self
     }
 
     fn locally_reset(&self) -> Option<u32> {
@@ -277,7 +288,7 @@ impl QuicStream {
     pub async fn read(&self, max: u32) -> Result<Option<Buffer>> {
         let mut guard = self.recv.lock().await;
         let recv = guard.as_mut().ok_or_else(released)?;
-        let _waiting = self.watch.quiet.begin(); // on the peer: a silent one is probed meanwhile (quiet.rs)
+        let _waiting = self.ours.then(|| self.watch.quiet.begin()); // a reply or items: a silent peer is probed meanwhile (quiet.rs)
         let mut stop = self.reset.subscribe();
         let first = tokio::select! {
             biased;
@@ -299,7 +310,7 @@ impl QuicStream {
     pub fn arm_read(&self, token: u32, max: u32) -> bool {
         let Some(arming) = &self.arming else { return false };
         arming
-            .send(Armed { token, max: max as usize, recv: self.recv.clone(), reset: self.reset.subscribe() })
+            .send(Armed { token, max: max as usize, recv: self.recv.clone(), reset: self.reset.subscribe(), ours: self.ours })
             .is_ok()
     }
 

@@ -162,7 +162,8 @@ impl Watchlist {
         })
     }
 
-    /// Hints will come: the endpoint's error queue is read (endpoint.rs `icmp_hints`).
+    /// Hints will come: the endpoint's error queue is read (endpoint.rs `icmp_hints`, Linux only).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub fn set_hinted(&self) {
         self.hinted.store(true, Ordering::Release);
     }

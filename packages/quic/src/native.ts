@@ -36,6 +36,8 @@ export interface NativeStream {
    * write back.
    */
   stopped(): Promise<number | null>;
+  /** Stops the peer's sending side only (STOP_SENDING), ours stays open; false when a read holds that half. */
+  stop(code: number): boolean;
   release(): void;
 }
 
@@ -83,6 +85,8 @@ export interface NativeConnection {
     heldWrites: number;
     /** Held last writes that did not go (the peer stopped the stream, the connection was lost). */
     heldWriteFailures: number;
+    /** Probes sent to a silent peer while a read waited on it (native/src/quiet.rs). */
+    quietProbes: number;
   };
   /** Last writes the engine holds now on this connection's streams, released ones included (a plain call). */
   heldWrites(): number;

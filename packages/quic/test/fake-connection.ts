@@ -22,7 +22,7 @@ export function fakeConnection(overrides: Partial<NativeConnection> = {}): Nativ
     close: () => undefined,
     closed: () => never,
     release: () => undefined,
-    stats: () => ({ rttMs: 0, sentBytes: 0, receivedBytes: 0, lostPackets: 0, congestionWindow: 0, heldWrites: 0, heldWriteFailures: 0 }),
+    stats: () => ({ rttMs: 0, sentBytes: 0, receivedBytes: 0, lostPackets: 0, congestionWindow: 0, heldWrites: 0, heldWriteFailures: 0, quietProbes: 0 }),
     heldWrites: () => 0,
     ...overrides,
   };

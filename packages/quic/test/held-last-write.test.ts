@@ -1,7 +1,8 @@
 import { AgentError, createAgent, Identity } from '@agentlink/core';
-import { encodeFrame, selfSignedCertificate, WRITTEN, type Channel, type ChannelStream, type ListenContext } from '@agentlink/core/transport';
+import { encodeFrame, errorCodeToNumber, selfSignedCertificate, WRITTEN, type Channel, type ChannelStream, type ListenContext } from '@agentlink/core/transport';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { quic } from '../src/index.js';
+import type { NativeStream } from '../src/native.js';
 import type { QuicChannel } from '../src/quic-channel.js';
 
 /**
@@ -116,7 +117,7 @@ describe('QUIC: a last write the engine holds for credit', () => {
      * A caller agent, and a bare peer that dialled it granting 1 KiB per stream: the caller calls back over that
      * channel, and the peer does `cut` to the call's stream, unread, once its first bytes came.
      */
-    async function callCut(cut: (stream: ChannelStream, channel: Channel) => void): Promise<{ error: unknown; held: number }> {
+    async function callCut(cut: (stream: ChannelStream, channel: Channel) => void, requestBytes = 8 * 1024): Promise<{ error: unknown; held: number }> {
       const caller = await createAgent({ channels: [quic({ port: 0 })] });
       const peerIdentity = Identity.generate();
       const dialling = quic({ streamWindow: 1024 });
@@ -144,7 +145,7 @@ describe('QUIC: a last write the engine holds for credit', () => {
       // keeps agentlink/1's way (written, then ended: not a held last write). The call waits for the handshake.
       await (caller.channels()[0] as QuicChannel).handshakeEnded();
       await new Promise((resolve) => setImmediate(resolve));
-      const error = await caller.send(peerIdentity.id, 'echo', 'x'.repeat(8 * 1024), { timeoutMs: 60_000 }).then(
+      const error = await caller.send(peerIdentity.id, 'echo', 'x'.repeat(requestBytes), { timeoutMs: 60_000 }).then(
         () => undefined,
         (e: unknown) => e,
       );
@@ -156,6 +157,29 @@ describe('QUIC: a last write the engine holds for credit', () => {
       expect(held).toBe(1);
       expect(error).toBeInstanceOf(AgentError);
       expect(error).toMatchObject({ code: 'RESOURCE_EXHAUSTED' });
+    });
+
+    it('when the peer stops the request (STOP_SENDING) and keeps its own side open: at once, with its code, as a reset', async () => {
+      // The peer will read no more and never ends its side: the held request fails in the engine, and the
+      // caller's read of a reply that will not come ends with the peer's code after a grace of three PTOs (at
+      // least 200 ms), as ws and HTTP/2 fail a call at the peer's stream reset. Before: the call's deadline.
+      const { error, held } = await callCut((stream) => {
+        expect((stream as unknown as { native: NativeStream }).native.stop(errorCodeToNumber('RESOURCE_EXHAUSTED'))).toBe(true);
+      });
+      expect(held).toBe(1);
+      expect(error).toBeInstanceOf(AgentError);
+      expect(error).toMatchObject({ code: 'RESOURCE_EXHAUSTED', remote: true });
+      expect((error as AgentError).message).toMatch(/reset by peer/);
+    });
+
+    // Passed before the change too (the caller's write fails, and core fails the call on it): both paths agree.
+    it('when the peer stops a request too large to be held (a write waiting for credit) and keeps its own side open', async () => {
+      const { error, held } = await callCut((stream) => {
+        expect((stream as unknown as { native: NativeStream }).native.stop(errorCodeToNumber('RESOURCE_EXHAUSTED'))).toBe(true);
+      }, 64 * 1024);
+      expect(held).toBe(0); // past the 16 KiB of a held last write: JavaScript's write waits for credit
+      expect(error).toBeInstanceOf(AgentError);
+      expect(error).toMatchObject({ code: 'RESOURCE_EXHAUSTED', remote: true });
     });
 
     it('when the connection closes', async () => {

@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { AgentError, createAgent, Identity, saveIdentity, type Agent } from '@agentlink/core';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -112,6 +113,37 @@ describe('a QUIC peer that dies and comes back', () => {
         () => undefined,
         (e: unknown) => e,
       );
+      expect(error).toBeInstanceOf(AgentError);
+      expect((error as AgentError).code).toBe('UNAVAILABLE');
+      expect((error as AgentError).message).toMatch(/port is unreachable/);
+      const reason = await channel!.closed;
+      expect(reason.code).toBe('UNAVAILABLE');
+      expect(reason.message).toMatch(/port is unreachable/);
+    },
+  );
+
+  it.runIf(process.platform === 'linux')(
+    'a receive-only streamed call to a peer killed after its first item fails UNAVAILABLE from the ICMP port unreachable, though the caller sends nothing',
+    async () => {
+      const peer = await startPeer(await keyFile(), 0, 180_000);
+      const agent = await caller(180_000);
+      // Three minutes of idle timeout (the caller's keep-alive every minute) and an hour of deadline: the test's own
+      // timeout (30 s) ends it first unless the engine probes the silent peer while the caller's read waits
+      // (native/src/quiet.rs; with AGENTLINK_QUIC_QUIET_PROBE_MS=0 it does, checked).
+      const tokens = agent.stream(peer.address, 'tokens', null, { timeoutMs: 3_600_000 })[Symbol.asyncIterator]();
+      expect((await tokens.next()).value).toBe('token 0');
+      const [channel] = agent.channels();
+      // Our ACK of the item leaves within the ACK delay (25 ms); once it went, nothing of the caller's goes to the
+      // peer's port after its death but a probe. (Killed sooner, that ACK draws the ICMP: the fast case.)
+      await sleep(250);
+      const next = tokens.next().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      peer.child.kill('SIGKILL');
+      await once(peer.child, 'exit');
+
+      const error = await next;
       expect(error).toBeInstanceOf(AgentError);
       expect((error as AgentError).code).toBe('UNAVAILABLE');
       expect((error as AgentError).message).toMatch(/port is unreachable/);

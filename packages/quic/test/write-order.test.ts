@@ -30,6 +30,7 @@ function creditedStream(credit: number) {
     cancel: () => true,
     setPriority: () => undefined,
     stopped: () => new Promise(() => undefined),
+    stop: () => false,
     release: () => undefined,
   };
   const engineFails = (message: string): void => {

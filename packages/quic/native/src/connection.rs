@@ -30,6 +30,8 @@ pub struct ConnectionStats {
     /// Held last writes that did not go (the peer stopped the stream, the connection was lost); not reported to
     /// their writers, as ws and HTTP/2 do not report a write lost after the kernel or session took it.
     pub held_write_failures: f64,
+    /// Probes sent to a silent peer while a read waited on it (quiet.rs).
+    pub quiet_probes: f64,
 }
 
 /// An established, mutually authenticated QUIC connection to one agent.
@@ -53,20 +55,24 @@ pub struct QuicConnection {
     handshake: Option<watch::Receiver<Option<bool>>>,
     /// Push reads (reads.rs), once JavaScript started them; streams made after that arm reads through it.
     reads: std::sync::OnceLock<ReadPump>,
+    /// Probe a silent peer while a read waits on it, this often (quiet.rs): set where ICMP hints are read.
+    quiet_probes: Option<std::time::Duration>,
 }
 
 impl QuicConnection {
     /// `max_streams`: the most streams the peer may hold open at once (the endpoint's limit).
     pub fn new(connection: Connection, peer_key: [u8; 32], max_streams: u32) -> Self {
+        let slot = std::sync::Arc::new(std::sync::Mutex::new(Some(connection.clone())));
         Self {
+            watch: std::sync::Arc::new(PeerWatch::of(&slot)),
             // An IPv4 peer of a dual-stack socket shows as its IPv4 address, not as ::ffff:a.b.c.d.
             remote_address: {
                 let remote = connection.remote_address();
                 std::net::SocketAddr::new(remote.ip().to_canonical(), remote.port()).to_string()
             },
             stable_id: connection.stable_id() as f64,
-            connection: std::sync::Arc::new(std::sync::Mutex::new(Some(connection))),
-            watch: Default::default(),
+            connection: slot,
+            quiet_probes: None,
             peer_key,
             live: std::sync::Mutex::new(Some(Live::new(&CONNECTIONS))),
             admitted: std::sync::Mutex::new(None),
@@ -96,9 +102,13 @@ impl QuicConnection {
     }
 
     /// Lists the connection under its peer's address, so ICMP port unreachable hints for it reach it.
-    pub fn watched(self, watchlist: &Watchlist) -> Self {
+    /// Where the endpoint reads ICMP errors (Linux), a silent peer is probed while a read waits on it (quiet.rs).
+    pub fn watched(mut self, watchlist: &Watchlist) -> Self {
         if let Ok(connection) = self.get() {
             watchlist.register(connection.remote_address(), std::sync::Arc::downgrade(&self.connection), self.watch.clone());
+        }
+        if watchlist.hinted() {
+            self.quiet_probes = crate::quiet::interval();
         }
         self
     }
@@ -155,7 +165,7 @@ impl QuicConnection {
     #[napi]
     pub fn try_open_stream(&self) -> Result<Option<QuicStream>> {
         match self.get()?.open_bi().now_or_never() {
-            Some(Ok((send, recv))) => Ok(Some(QuicStream::accepted(send, recv, self.credit.opened_by_us(), self.arming(), self.watch.clone()))),
+            Some(Ok((send, recv))) => Ok(Some(QuicStream::accepted(send, recv, self.credit.opened_by_us(), self.arming(), self.watch.clone()).opened_by_us())),
             Some(Err(e)) => Err(self.watch.translate(connection_error(&e))),
             None => Ok(None),
         }
@@ -164,7 +174,7 @@ impl QuicConnection {
     #[napi]
     pub async fn open_stream(&self) -> Result<QuicStream> {
         let (send, recv) = self.get()?.open_bi().await.map_err(|e| self.watch.translate(connection_error(&e)))?;
-        Ok(QuicStream::accepted(send, recv, self.credit.opened_by_us(), self.arming(), self.watch.clone()))
+        Ok(QuicStream::accepted(send, recv, self.credit.opened_by_us(), self.arming(), self.watch.clone()).opened_by_us())
     }
 
     /// The next stream the peer opened, or null once the connection is closed (see `closed`).
@@ -202,7 +212,13 @@ impl QuicConnection {
     pub fn start_reads(&self, on_ready: ReadsReady, accept: Option<bool>) -> bool {
         let Ok(connection) = self.get() else { return false };
         let accepting = accept.unwrap_or(false).then(|| Accepting { credit: self.credit.clone() });
-        let _ = self.reads.get_or_init(|| ReadPump::start(connection, on_ready, accepting, self.watch.clone()));
+        let _ = self.reads.get_or_init(|| {
+            // With the reads: it holds the connection until it is closed, as the read task does.
+            if let Some(interval) = self.quiet_probes {
+                napi::bindgen_prelude::spawn(crate::quiet::watch_quiet_peer(connection.clone(), self.watch.clone(), interval));
+            }
+            ReadPump::start(connection, on_ready, accepting, self.watch.clone())
+        });
         true
     }
 
@@ -272,6 +288,7 @@ impl QuicConnection {
             path_mtu: stats.path.current_mtu as f64,
             held_writes: self.credit.held_writes() as f64,
             held_write_failures: self.credit.held_write_failures() as f64,
+            quiet_probes: self.watch.quiet.probes() as f64,
         })
     }
 

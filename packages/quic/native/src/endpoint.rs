@@ -231,6 +231,7 @@ pub(crate) fn icmp_hints(socket: &std::net::UdpSocket, watchlist: &Arc<Watchlist
     let gate = Arc::new(crate::icmp_gate::IcmpGate::new(fd, std::time::Instant::now()));
     let watching = crate::error_queue::watch(socket, gate.clone(), move |peer| hints.hint(peer)).ok()?;
     let queue = crate::error_queue::ErrorQueue::new(fd, gate);
+    watchlist.set_hinted();
     Some(IcmpHints { queue, watchlist: watchlist.clone(), _watching: watching })
 }
 

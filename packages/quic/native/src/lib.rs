@@ -28,6 +28,9 @@ mod listener;
 mod live;
 #[cfg(test)]
 mod pacing_tests;
+mod quiet;
+#[cfg(test)]
+mod quiet_tests;
 mod raw_socket;
 mod reads;
 mod reset_key;

@@ -17,6 +17,7 @@ use quinn::{Connection, RecvStream};
 use tokio::sync::{mpsc, watch, Mutex};
 
 use crate::errors::{coded, read_error};
+use crate::quiet::Waiting;
 use crate::unreachable::PeerWatch;
 use crate::stream::{drain_ready, Gathered, QuicStream};
 use crate::stream_credit::StreamCredit;
@@ -29,7 +30,9 @@ pub struct Armed {
     pub token: u32,
     pub max: usize,
     pub recv: Arc<Mutex<Option<RecvStream>>>,
-    pub reset: watch::Receiver<Option<u32>>,
+    pub reset: watch::Receiver<Option<Stop>>,
+    /// A stream we opened (a call's reply or items): while it waits, a silent peer is probed (quiet.rs).
+    pub ours: bool,
 }
 
 /// A finished read: bytes (possibly with the peer's end), the end alone, or a failure (`CODE|detail`); or a
@@ -138,14 +141,14 @@ async fn run(
                 deliver(&ready, &notify, batch);
             }
             armed = queue.recv(), if open => match armed {
-                Some(armed) => reads.push(read_once(armed)),
+                Some(armed) => reads.push(read_once(armed, &watch.quiet)),
                 None => open = false,
             },
             _ = &mut closed, if open => {
                 // Armed reads fail now (the connection is gone); later arms find the queue closed.
                 queue.close();
                 while let Ok(armed) = queue.try_recv() {
-                    reads.push(read_once(armed));
+                    reads.push(read_once(armed, &watch.quiet));
                 }
                 open = false;
             }
@@ -166,15 +169,16 @@ fn deliver(ready: &StdMutex<Ready>, notify: &ReadsReady, batch: Vec<Done>) {
     }
 }
 
-async fn read_once(armed: Armed) -> Done {
-    let Armed { token, max, recv, mut reset } = armed;
+async fn read_once(armed: Armed, waiting: &Waiting) -> Done {
+    let Armed { token, max, recv, mut reset, ours } = armed;
     let outcome = async {
         let mut guard = recv.lock().await;
         let recv = guard.as_mut().ok_or_else(|| "CLOSED|stream released".to_string())?;
+        let _waiting = ours.then(|| waiting.begin()); // a reply or items: a silent peer is probed meanwhile (quiet.rs)
         // A reset asked before this read got the stream has stopped it already: report the reset, not quinn's end.
         let first = tokio::select! {
             biased;
-            code = wait_for_reset(&mut reset) => return Err(coded("LOCAL_RESET", code).reason),
+            stop = wait_for_stop(&mut reset) => stopped_read(stop, recv, max).map_err(|e| e.reason)?,
             result = recv.read_chunk(max, true) => result.map_err(|e| read_error(e).reason)?,
         };
         let mut out = Gathered::default();
@@ -203,14 +207,47 @@ fn accepted_stream(
     QuicStream::accepted(send, recv, slot, Some(arming.clone()), watch.clone())
 }
 
+/// Why a stream's reads and writes end before the peer ends them: our own reset (`reset`, `cancel`), or the peer
+/// refused the stream — it stopped our sending side (STOP_SENDING) and did not end its own within a grace
+/// (stream.rs `refused`). A peer that stops our side has finished or reset its own, unless it means to hold us.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    Local(u32),
+    Refused(u32),
+}
+
+/// The first stop of either kind (never, if the stream is gone without one).
+pub(crate) async fn wait_for_stop(reset: &mut watch::Receiver<Option<Stop>>) -> Stop {
+    let stop = match reset.wait_for(Option::is_some).await {
+        Ok(stop) => *stop,
+        Err(_) => None,
+    };
+    match stop {
+        Some(stop) => stop,
+        None => std::future::pending().await,
+    }
+}
+
 /// The code of a local reset, once one is asked (never, if the stream is gone without one).
-pub(crate) async fn wait_for_reset(reset: &mut watch::Receiver<Option<u32>>) -> u32 {
-    let code = match reset.wait_for(Option::is_some).await {
-        Ok(code) => *code,
+pub(crate) async fn wait_for_reset(reset: &mut watch::Receiver<Option<Stop>>) -> u32 {
+    let code = match reset.wait_for(|stop| matches!(stop, Some(Stop::Local(_)))).await {
+        Ok(stop) => *stop,
         Err(_) => None,
     };
     match code {
-        Some(code) => code,
-        None => std::future::pending().await,
+        Some(Stop::Local(code)) => code,
+        _ => std::future::pending().await,
+    }
+}
+
+/// A read that met a stop: a local reset fails it; a refusal fails it too, unless bytes or the peer's end are
+/// already here (they came before the refusal was decided, and are the peer's last word).
+pub(crate) fn stopped_read(stop: Stop, recv: &mut RecvStream, max: usize) -> std::result::Result<Option<quinn::Chunk>, napi::Error> {
+    match stop {
+        Stop::Local(code) => Err(coded("LOCAL_RESET", code)),
+        Stop::Refused(code) => match recv.read_chunk(max, true).now_or_never() {
+            Some(result) => result.map_err(read_error),
+            None => Err(coded("RESET", code)),
+        },
     }
 }

@@ -16,7 +16,7 @@ use crate::unreachable::PeerWatch;
 use crate::first_write::FirstWrite;
 use crate::last_write::{self, LAST_WRITE_MAX};
 use crate::live::{Live, STREAMS};
-use crate::reads::{wait_for_reset, Armed};
+use crate::reads::{stopped_read, wait_for_reset, wait_for_stop, Armed, Stop};
 use crate::stream_credit::StreamSlot;
 
 #[napi]
@@ -24,8 +24,10 @@ pub struct QuicStream {
     /// Halves are None once released, freeing their buffers without waiting for JS garbage collection.
     send: Arc<Mutex<Option<SendStream>>>,
     recv: Arc<Mutex<Option<RecvStream>>>,
-    /// Set by a local reset: wakes a read or write that is waiting, so it fails at once.
-    reset: watch::Sender<Option<u32>>,
+    /// Set by a local reset (or a refusal, see `refused`): wakes a read or write that is waiting, so it fails at once.
+    reset: watch::Sender<Option<Stop>>,
+    /// The peer stopped our sending side: a refusal is decided once, after a grace (`refused`).
+    refusing: std::sync::atomic::AtomicBool,
     /// The code of a RESET_STREAM asked by `reset` (not `cancel`, whose send half is finished on purpose).
     hard_reset: std::sync::Mutex<Option<u32>>,
     live: std::sync::Mutex<Option<Live>>,
@@ -37,6 +39,10 @@ pub struct QuicStream {
     first_write: FirstWrite,
     /// The connection's suspicion state (unreachable.rs): errors of a connection judged gone say so.
     watch: Arc<PeerWatch>,
+    /// We opened it (we are the caller): a read of it waits for a reply or items, and a silent peer is probed
+    /// meanwhile (quiet.rs). A handler's read (waiting for the caller's end or cancel) is not: it would double
+    /// the probes of a silent pair, and a handler learns of a dead caller when it writes.
+    ours: bool,
 }
 
 /// Chunks received and not yet handed to JavaScript: gathered first, so the bytes are copied once into a
@@ -108,11 +114,13 @@ impl QuicStream {
             send: Arc::new(Mutex::new(Some(send))),
             recv: Arc::new(Mutex::new(Some(recv))),
             reset: watch::channel(None).0,
+            refusing: std::sync::atomic::AtomicBool::new(false),
             hard_reset: std::sync::Mutex::new(None),
             live: std::sync::Mutex::new(Some(Live::new(&STREAMS))),
             slot: std::sync::Mutex::new(None),
             first_write: FirstWrite::default(),
             watch: Arc::default(),
+            ours: false,
         }
     }
 
@@ -123,20 +131,32 @@ impl QuicStream {
         this
     }
 
+    /// Marks a stream we opened (see `ours`).
+    pub fn opened_by_us(mut self) -> Self {
+        self.ours = true;
+        self
+    }
+
     fn locally_reset(&self) -> Option<u32> {
-        *self.reset.borrow()
+        match *self.reset.borrow() {
+            Some(Stop::Local(code)) => Some(code),
+            _ => None,
+        }
     }
 
     async fn wait_for_reset(&self) -> u32 {
-        let mut receiver = self.reset.subscribe();
-        let code: Option<u32> = match receiver.wait_for(Option::is_some).await {
-            Ok(code) => *code,
-            Err(_) => None,
-        };
-        match code {
-            Some(code) => code,
-            None => std::future::pending().await,
+        wait_for_reset(&mut self.reset.subscribe()).await
+    }
+
+    /// A write failed: when the peer stopped our side, the stream's reads end too unless the peer ends its side
+    /// (`refused`).
+    fn write_failed(&self, error: quinn::WriteError) -> napi::Error {
+        if let quinn::WriteError::Stopped(code) = error {
+            if !self.refusing.swap(true, std::sync::atomic::Ordering::AcqRel) {
+                refused(self.reset.clone(), &self.watch, code);
+            }
         }
+        self.watch.translate(write_error(error))
     }
 }
 
@@ -151,7 +171,7 @@ impl QuicStream {
         let send = guard.as_mut().ok_or_else(released)?;
         let written = match send.write(data).now_or_never() {
             Some(Ok(written)) => written,
-            Some(Err(e)) => return Err(self.watch.translate(write_error(e))),
+            Some(Err(e)) => return Err(self.write_failed(e)),
             None => 0,
         };
         if finish && written == data.len() {
@@ -206,13 +226,24 @@ impl QuicStream {
         let mut reset = self.reset.subscribe();
         // Counted on the connection until done: its channel is not idle meanwhile (JavaScript asks at an idle close).
         let counted = self.slot.lock().ok().and_then(|slot| slot.as_ref().map(StreamSlot::hold_write));
+        let (stop, watch) = (self.reset.clone(), self.watch.clone());
         napi::bindgen_prelude::spawn(async move {
             let _held = held; // counted until the write and the finish are done or given up
             let Some(send) = guard.as_mut() else { return };
             let lost = tokio::select! {
                 biased;
                 _ = wait_for_reset(&mut reset) => false, // ours: the writer gave the stream up
-                written = send.write_all(&bytes) => written.is_err() || send.finish().is_err(),
+                written = send.write_all(&bytes) => match written {
+                    // The peer refused the request (or reply) it will not read: our read of its side ends too,
+                    // unless it ends that side itself within the grace — a caller is not left waiting for its
+                    // deadline (ws and HTTP/2 fail a call at the peer's stream reset at once).
+                    Err(quinn::WriteError::Stopped(code)) => {
+                        refused(stop, &watch, code); // the stream's last write: no other can have started one
+                        true
+                    }
+                    Err(_) => true,
+                    Ok(()) => send.finish().is_err(),
+                },
             };
             // Not reported to the writer (ws and HTTP/2 do not either, once the kernel or session took a write):
             // the peer's read fails instead. Counted in the connection's stats (`heldWriteFailures`).
@@ -231,7 +262,7 @@ impl QuicStream {
         let mut guard = self.send.lock().await;
         let send = guard.as_mut().ok_or_else(released)?;
         tokio::select! {
-            result = send.write_all(&data) => result.map_err(|e| self.watch.translate(write_error(e))),
+            result = send.write_all(&data) => result.map_err(|e| self.write_failed(e)),
             code = self.wait_for_reset() => Err(coded("LOCAL_RESET", code)),
         }
     }
@@ -257,9 +288,12 @@ impl QuicStream {
     pub async fn read(&self, max: u32) -> Result<Option<Buffer>> {
         let mut guard = self.recv.lock().await;
         let recv = guard.as_mut().ok_or_else(released)?;
+        let _waiting = self.ours.then(|| self.watch.quiet.begin()); // a reply or items: a silent peer is probed meanwhile (quiet.rs)
+        let mut stop = self.reset.subscribe();
         let first = tokio::select! {
+            biased;
+            stop = wait_for_stop(&mut stop) => stopped_read(stop, recv, max as usize).map_err(|e| self.watch.translate(e))?,
             result = recv.read_chunk(max as usize, true) => result.map_err(|e| self.watch.translate(read_error(e)))?,
-            code = self.wait_for_reset() => return Err(coded("LOCAL_RESET", code)),
         };
         let Some(first) = first else { return Ok(None) };
         let mut out = Gathered::default();
@@ -276,7 +310,7 @@ impl QuicStream {
     pub fn arm_read(&self, token: u32, max: u32) -> bool {
         let Some(arming) = &self.arming else { return false };
         arming
-            .send(Armed { token, max: max as usize, recv: self.recv.clone(), reset: self.reset.subscribe() })
+            .send(Armed { token, max: max as usize, recv: self.recv.clone(), reset: self.reset.subscribe(), ours: self.ours })
             .is_ok()
     }
 
@@ -313,7 +347,7 @@ impl QuicStream {
         if self.locally_reset().is_some() {
             return;
         }
-        self.reset.send_replace(Some(code)); // stored even with no receiver (send would drop it), so locally_reset sees it
+        self.reset.send_replace(Some(Stop::Local(code))); // stored even with no receiver (send would drop it), so locally_reset sees it
         if let Ok(mut hard) = self.hard_reset.lock() {
             *hard = Some(code);
         }
@@ -328,6 +362,15 @@ impl QuicStream {
             send.lock().await.as_mut().map(|s| s.reset(code));
             recv.lock().await.as_mut().map(|r| r.stop(code));
         });
+    }
+
+    /// Stops the peer's sending side only (STOP_SENDING with `code`), keeping ours open: a side that will read no
+    /// more of the stream but still writes (the hostile-peer tests use it to refuse a request and hold the stream).
+    /// False when a read holds the receiving half.
+    #[napi]
+    pub fn stop(&self, code: u32) -> bool {
+        let Ok(mut recv) = self.recv.try_lock() else { return false };
+        recv.as_mut().map(|r| r.stop(VarInt::from_u32(code)).is_ok()).unwrap_or(false)
     }
 
     /// Gives up on a stream we opened without losing what was just written (the caller's cancel message, with
@@ -345,7 +388,7 @@ impl QuicStream {
             _ => return false,
         }
         drop(send);
-        self.reset.send_replace(Some(code)); // stored even with no receiver (send would drop it), so locally_reset sees it
+        self.reset.send_replace(Some(Stop::Local(code))); // stored even with no receiver (send would drop it), so locally_reset sees it
         let code = VarInt::from_u32(code);
         if let Ok(mut recv) = self.recv.try_lock() {
             recv.as_mut().map(|r| r.stop(code));
@@ -376,7 +419,10 @@ impl QuicStream {
         let mut reset = self.reset.subscribe();
         tokio::select! {
             biased;
-            _ = wait_for_reset(&mut reset) => Ok(None),
+            stop = wait_for_stop(&mut reset) => Ok(match stop {
+                Stop::Local(_) => None,
+                Stop::Refused(code) => Some(code),
+            }),
             outcome = stopped => match outcome {
                 Ok(Some(code)) => Ok(u32::try_from(code.into_inner()).ok().or(Some(u32::MAX))),
                 Err(quinn::StoppedError::ConnectionLost(error)) => Err(self.watch.translate(connection_error(&error))),
@@ -434,4 +480,24 @@ impl QuicStream {
             recv.take();
         });
     }
+}
+
+/// The peer stopped our sending side with `code`. An honest peer has then ended its own side too (a reset, or the
+/// end of its reply before it let the stream go), so it waits that long — three PTOs, at least 200 ms, at most 5 s
+/// (unreachable.rs `judgement_window`), for a lost packet's retransmission — and then ends the stream's reads with
+/// the peer's code (`RESET|code`, as a reset from the peer), unless something stopped it first. One task per stream
+/// at most (`refusing`), ended by its sleep.
+fn refused(stop: watch::Sender<Option<Stop>>, watch: &PeerWatch, code: VarInt) {
+    let code = u32::try_from(code.into_inner()).unwrap_or(u32::MAX);
+    let grace = crate::unreachable::judgement_window(watch.rtt());
+    napi::bindgen_prelude::spawn(async move {
+        tokio::time::sleep(grace).await;
+        stop.send_if_modified(|stop| match stop {
+            None => {
+                *stop = Some(Stop::Refused(code));
+                true
+            }
+            Some(_) => false,
+        });
+    });
 }

@@ -59,9 +59,32 @@ pub struct PeerWatch {
     hints: AtomicU32,
     /// Set (before the close) once the connection was closed as gone.
     gone: OnceLock<()>,
+    /// Reads waiting on the peer now, and the wake of the connection's quiet-peer task (quiet.rs).
+    pub(crate) quiet: crate::quiet::Waiting,
+    /// The connection, weakly: its round trip sizes a refused stream's grace (stream.rs).
+    connection: OnceLock<Weak<ConnectionSlot>>,
 }
 
 impl PeerWatch {
+    /// The watch of the connection in `slot` (held weakly: it keeps nothing alive).
+    pub fn of(slot: &Arc<ConnectionSlot>) -> Self {
+        let watch = Self::default();
+        let _ = watch.connection.set(Arc::downgrade(slot));
+        watch
+    }
+
+    /// The connection's smoothed round trip, or zero once it is released.
+    pub fn rtt(&self) -> Duration {
+        let connection = self.connection.get().and_then(Weak::upgrade);
+        let connection = connection.as_ref().and_then(|slot| slot.lock().ok()?.clone());
+        connection.map(|c| c.rtt()).unwrap_or_default()
+    }
+
+    /// A judgement is running now (the quiet-peer task then leaves the probing to it).
+    pub fn is_suspected(&self) -> bool {
+        self.suspected.load(Ordering::Acquire)
+    }
+
     pub fn is_gone(&self) -> bool {
         self.gone.get().is_some()
     }
@@ -111,6 +134,8 @@ pub struct Verdicts {
 pub struct Watchlist {
     entries: Mutex<Entries>,
     verdicts: watch::Sender<Verdicts>,
+    /// The endpoint reads ICMP errors (Linux, the error queue on): hints can come, so probing a peer helps.
+    hinted: AtomicBool,
 }
 
 #[derive(Default)]
@@ -133,7 +158,18 @@ impl Watchlist {
         Arc::new(Self {
             entries: Mutex::new(Entries { sweep_at: FIRST_SWEEP, ..Entries::default() }),
             verdicts: watch::channel(Verdicts::default()).0,
+            hinted: AtomicBool::new(false),
         })
+    }
+
+    /// Hints will come: the endpoint's error queue is read (endpoint.rs `icmp_hints`, Linux only).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub fn set_hinted(&self) {
+        self.hinted.store(true, Ordering::Release);
+    }
+
+    pub fn hinted(&self) -> bool {
+        self.hinted.load(Ordering::Acquire)
     }
 
     pub fn verdicts(&self) -> watch::Receiver<Verdicts> {

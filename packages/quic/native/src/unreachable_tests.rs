@@ -18,20 +18,20 @@ use crate::tls::Credentials;
 use crate::unreachable::{ConnectionSlot, PeerWatch, Verdicts, Watchlist, DATAGRAM_WINDOW, GONE_DETAIL, LOCALLY_CLOSED};
 
 /// Only against a hang: every awaited event here comes long before it.
-const GUARD: Duration = Duration::from_secs(20);
+pub(crate) const GUARD: Duration = Duration::from_secs(20);
 
-fn transport() -> Arc<TransportConfig> {
+pub(crate) fn transport() -> Arc<TransportConfig> {
     let mut config = TransportConfig::default();
     config.datagram_receive_buffer_size(Some(DATAGRAM_WINDOW));
     Arc::new(config)
 }
 
-struct Server {
-    endpoint: quinn::Endpoint,
-    key: [u8; 32],
+pub(crate) struct Server {
+    pub(crate) endpoint: quinn::Endpoint,
+    pub(crate) key: [u8; 32],
 }
 
-fn server() -> Server {
+pub(crate) fn server() -> Server {
     let key = key();
     let credentials = Credentials { cert: certificate(&key, ED25519), key: key.pkcs8.clone() };
     let tls = crate::tls::server_config(&credentials).unwrap();
@@ -43,7 +43,7 @@ fn server() -> Server {
 
 /// A relay on its own port: what arrives from the client goes to `to`, and what comes back goes to the client.
 /// Aborting it closes its socket: that port is then closed, as a dead peer's is.
-async fn relay(to: SocketAddr) -> (SocketAddr, JoinHandle<()>) {
+pub(crate) async fn relay(to: SocketAddr) -> (SocketAddr, JoinHandle<()>) {
     let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let address = socket.local_addr().unwrap();
     let task = tokio::spawn(async move {
@@ -66,7 +66,7 @@ async fn relay(to: SocketAddr) -> (SocketAddr, JoinHandle<()>) {
 }
 
 /// A client endpoint as bind_endpoint makes one: the ICMP error queue on, hints going to `watchlist`.
-fn client(watchlist: &Arc<Watchlist>) -> quinn::Endpoint {
+pub(crate) fn client(watchlist: &Arc<Watchlist>) -> quinn::Endpoint {
     let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, Some(socket2::Protocol::UDP)).unwrap();
     crate::error_queue::enable(&socket, false);
     socket.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into()).unwrap();
@@ -79,14 +79,14 @@ fn client(watchlist: &Arc<Watchlist>) -> quinn::Endpoint {
     quinn::Endpoint::new_with_abstract_socket(EndpointConfig::default(), None, socket, runtime).unwrap()
 }
 
-struct Dialled {
-    connection: quinn::Connection,
+pub(crate) struct Dialled {
+    pub(crate) connection: quinn::Connection,
     /// What a QuicConnection holds; the watchlist holds it weakly.
     _slot: Arc<ConnectionSlot>,
-    watch: Arc<PeerWatch>,
+    pub(crate) watch: Arc<PeerWatch>,
 }
 
-async fn dial(endpoint: &quinn::Endpoint, to: SocketAddr, server_key: [u8; 32], watchlist: &Watchlist) -> Dialled {
+pub(crate) async fn dial(endpoint: &quinn::Endpoint, to: SocketAddr, server_key: [u8; 32], watchlist: &Watchlist) -> Dialled {
     let key = key();
     let credentials = Credentials { cert: certificate(&key, ED25519), key: key.pkcs8.clone() };
     let tls = crate::tls::client_config(&credentials, server_key).unwrap();
@@ -100,11 +100,11 @@ async fn dial(endpoint: &quinn::Endpoint, to: SocketAddr, server_key: [u8; 32], 
     Dialled { connection, _slot: slot, watch }
 }
 
-async fn verdicts_until(receiver: &mut watch::Receiver<Verdicts>, done: impl Fn(&Verdicts) -> bool) -> Verdicts {
+pub(crate) async fn verdicts_until(receiver: &mut watch::Receiver<Verdicts>, done: impl Fn(&Verdicts) -> bool) -> Verdicts {
     *tokio::time::timeout(GUARD, receiver.wait_for(|v| done(v))).await.expect("a verdict").unwrap()
 }
 
-async fn accepted(server: &Server) -> quinn::Connection {
+pub(crate) async fn accepted(server: &Server) -> quinn::Connection {
     let incoming = tokio::time::timeout(GUARD, server.endpoint.accept()).await.unwrap().unwrap();
     incoming.await.unwrap()
 }

@@ -213,9 +213,16 @@ impl QuicConnection {
         let Ok(connection) = self.get() else { return false };
         let accepting = accept.unwrap_or(false).then(|| Accepting { credit: self.credit.clone() });
         let _ = self.reads.get_or_init(|| {
-            // With the reads: it holds the connection until it is closed, as the read task does.
+            // Started by the first read of ours that waits (quiet.rs), not here: a connection we never wait on keeps
+            // no task. Weak, so the start kept in the watch holds neither the connection nor the watch itself; once
+            // running it holds the connection until it is closed, as the read task does.
             if let Some(interval) = self.quiet_probes {
-                napi::bindgen_prelude::spawn(crate::quiet::watch_quiet_peer(connection.clone(), self.watch.clone(), interval));
+                let (slot, watch) = (std::sync::Arc::downgrade(&self.connection), std::sync::Arc::downgrade(&self.watch));
+                self.watch.quiet.start_on_first_wait(move || {
+                    let (Some(slot), Some(watch)) = (slot.upgrade(), watch.upgrade()) else { return };
+                    let Some(connection) = slot.lock().ok().and_then(|c| c.clone()) else { return };
+                    napi::bindgen_prelude::spawn(crate::quiet::watch_quiet_peer(connection, watch, interval));
+                });
             }
             ReadPump::start(connection, on_ready, accepting, self.watch.clone())
         });

@@ -11,8 +11,8 @@
 //! runs, none while anything arrives, and none at all while no read waits: an idle connection sends nothing new.
 //! Only our own readers start it; nothing a peer sends makes us probe more (its packets stop the probes).
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -41,15 +41,32 @@ pub struct Waiting {
     reads: AtomicU32,
     wake: Notify,
     probes: AtomicU64,
+    /// The quiet-peer task's start, left until a read of ours first waits (`start_on_first_wait`): a connection we
+    /// never wait on — a listener's many idle clients — keeps no sleeping task (its future and timer, ~0.5 KiB).
+    start: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    start_pending: AtomicBool,
 }
 
 impl Waiting {
-    /// Counts a read waiting on the peer until the guard is dropped; the first one wakes the task.
+    /// Counts a read waiting on the peer until the guard is dropped; the first one wakes the task (and starts it,
+    /// the first time).
     pub fn begin(&self) -> WaitingRead<'_> {
         if self.reads.fetch_add(1, Ordering::AcqRel) == 0 {
+            if self.start_pending.load(Ordering::Acquire) && self.start_pending.swap(false, Ordering::AcqRel) {
+                let start = self.start.lock().unwrap_or_else(|e| e.into_inner()).take();
+                if let Some(start) = start {
+                    start();
+                }
+            }
             self.wake.notify_one();
         }
         WaitingRead(self)
+    }
+
+    /// What starts the quiet-peer task, run by the first read that waits (once).
+    pub fn start_on_first_wait(&self, start: impl FnOnce() + Send + 'static) {
+        *self.start.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(start));
+        self.start_pending.store(true, Ordering::Release);
     }
 
     fn any(&self) -> bool {

@@ -105,3 +105,25 @@ async fn a_dead_peer_behind_a_waiting_read_is_found_though_we_send_nothing_else(
     assert!(matches!(dialled.connection.close_reason(), Some(ConnectionError::LocallyClosed)));
     assert!(tokio::time::timeout(GUARD, reading).await.unwrap().unwrap().is_err(), "the waiting read failed");
 }
+
+#[test]
+fn the_quiet_peer_task_starts_at_the_first_waiting_read_once_and_not_before() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+
+    let waiting = crate::quiet::Waiting::default();
+    let starts = Arc::new(AtomicU32::new(0));
+    let counted = starts.clone();
+    waiting.start_on_first_wait(move || {
+        counted.fetch_add(1, Ordering::Relaxed);
+    });
+    // A connection nobody waits on (a listener's idle client) never starts its task.
+    assert_eq!(starts.load(Ordering::Relaxed), 0);
+    {
+        let _first = waiting.begin();
+        assert_eq!(starts.load(Ordering::Relaxed), 1);
+        let _second = waiting.begin(); // a second read waiting at once
+    }
+    drop(waiting.begin()); // the next wait, after none waited
+    assert_eq!(starts.load(Ordering::Relaxed), 1, "started once, by the first read that waited");
+}

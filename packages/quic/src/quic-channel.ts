@@ -169,7 +169,8 @@ export class QuicChannel implements Channel {
     this.streams++;
     const done = (failure?: AgentError): void => {
       this.streams--;
-      // The peer rejected our 0-RTT data (the only failure the engine marks unprocessed): the handshake has ended,
+      // The peer rejected our 0-RTT data (the only failure the engine marks unprocessed; a retired channel's close
+      // also marks its streams so, and then the channel is gone anyway): the handshake has ended,
       // whatever the engine's own notice of it (a separate callback, which may come later) says yet. The call is
       // resent at once; without this its new stream could still be counted as early.
       if (failure?.unprocessed) this.handshake = undefined;

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Identity, createAgent, type Agent } from '../src/index.js';
 import type { Channel, ListenContext } from '../src/transport.js';
+import { retiredClose } from '../src/retired-close.js';
 import { memoryTransport } from './memory-transport.js';
 
 /** The pool's retire checks and quiet period (channel-pool.ts), stepped by a fake clock. */
@@ -66,5 +67,29 @@ describe('a retired channel is closed after a quiet period', () => {
     } finally {
       await kept.close();
     }
+  });
+});
+
+describe("a retired channel's close", () => {
+  it('fails a call whose reply had begun, and does not resend it: the handler ran', async () => {
+    const network = new Map<string, ListenContext>();
+    const server = await createAgent({ channels: [memoryTransport(network, 'server')] });
+    const client = await createAgent({ channels: [memoryTransport(network)] });
+    agents.push(server, client);
+    let runs = 0;
+    server.handleStream('items', async function* () {
+      runs++;
+      yield 'first';
+      await new Promise(() => undefined); // holds the stream open: only the close ends it
+    });
+    client.addPeer(server.addresses[0]!);
+    const items = client.stream(server.id, 'items');
+    expect((await items.next()).value).toBe('first');
+    // The peer closes the channel as retired while its reply is under way (a peer breaking the rule, or a lie):
+    // the call was processed, so it fails rather than running again on a new channel.
+    const [onServer] = server.channels(client.id) as [Channel];
+    void onServer.close(retiredClose('retired: test'));
+    await expect(items.next()).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+    expect(runs).toBe(1);
   });
 });

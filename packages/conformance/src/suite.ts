@@ -7,6 +7,7 @@ import { AgentError, Identity, createAgent, type Agent } from '@agentlink/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { firstLine, spawnScript } from './child-process.js';
 import { describeCrossedDialCases } from './crossed-dial-cases.js';
+import { describeRetiredChannelCases } from './retired-channel-cases.js';
 import { describeFailureCases } from './failure-cases.js';
 import { describeFirstTokenCases } from './first-token-cases.js';
 import { installConformanceHandlers } from './handlers.js';
@@ -363,6 +364,7 @@ export function runConformanceSuite(target: ConformanceTarget): void {
 
     describeFailureCases(target);
     describeCrossedDialCases(target);
+    describeRetiredChannelCases(target);
     describeFirstTokenCases(target);
   });
   runDuplexCases(target);

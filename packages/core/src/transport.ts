@@ -19,6 +19,7 @@ export type {
   TransportContext,
 } from './channel.js';
 export { errorCodeFromNumber, errorCodeToNumber } from './errors.js';
+export { closeCodeOf, peerCloseError, RETIRED_CLOSE_CODE } from './retired-close.js';
 export { agentIdOfCertificate, authenticatePeer, secureContextOf, selfSignedCertificate } from './identity/certificate.js';
 export type { PeerCertificateSource, TlsCredentials } from './identity/certificate.js';
 export { MuxedChannel } from './mux/muxed-channel.js';

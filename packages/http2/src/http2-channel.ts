@@ -4,7 +4,7 @@ import { AgentError, type AgentId, type ChannelPath, type Refusal } from '@agent
 import { muxOverStream, type Channel, type ChannelStream, type ConnectionActivity, type MuxedChannel, type OpenStreamOptions } from '@agentlink/core/transport';
 import { Http2ChannelStream } from './http2-stream.js';
 import { OutboundBudget } from './outbound-budget.js';
-import { fromHttp2Code, toHttp2Code } from './reset-codes.js';
+import { fromGoawayCode, http2CodeOf, toHttp2Code } from './reset-codes.js';
 import { resetSoon } from './stream-reset.js';
 import { requestStream } from './request-without-deprecation-cost.js';
 
@@ -103,8 +103,8 @@ export class Http2Channel implements Channel {
     session.on('goaway', (code: number) => {
       // Streams above the GOAWAY's last id fail with a retryable error; the rest finish normally.
       // A peer's close carries its reason's code (e.g. PERMISSION_DENIED); its plain CLOSED reads as UNAVAILABLE.
-      const peerCode = code === 0 ? 'UNAVAILABLE' : fromHttp2Code(code);
-      this.draining ??= new AgentError(peerCode === 'CLOSED' ? 'UNAVAILABLE' : peerCode, `peer sent GOAWAY (${peerCode})`, { remote: true });
+      // A retired channel's GOAWAY fails what we opened unanswered as unprocessed (resent elsewhere at once).
+      this.draining ??= fromGoawayCode(code);
       void this.drain();
     });
     session.on('error', () => undefined); // 'close' follows
@@ -192,7 +192,7 @@ export class Http2Channel implements Channel {
       // The GOAWAY tells the peer why (e.g. PERMISSION_DENIED), and goes first, on its own: sent with destroy(),
       // it followed the streams' resets and the socket's close, and the peer missed it (and destroy(undefined,
       // code) sends NO_ERROR: node's first parameter defaults to a code).
-      const code = toHttp2Code(reason.code);
+      const code = http2CodeOf(reason);
       this.session.goaway(code);
       const session = this.session;
       setImmediate(() => session.destroy(reason, code));
@@ -238,7 +238,7 @@ export class Http2Channel implements Channel {
   private closeReverse(reason: AgentError): void {
     if (this.reverse) return void this.reverse.close(reason);
     const carrier = this.reverseCarrier;
-    if (carrier) resetSoon(carrier, toHttp2Code(reason.code)); // never at once: see stream-reset.ts
+    if (carrier) resetSoon(carrier, http2CodeOf(reason)); // never at once: see stream-reset.ts
   }
 
   private reverseMux(carrier: Http2Stream, role: 'dialer' | 'listener', firstChunk?: Buffer): MuxedChannel {

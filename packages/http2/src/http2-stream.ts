@@ -3,7 +3,7 @@ import { AgentError } from '@agentlink/core';
 import { ChunkQueue, WRITTEN, type ChannelStream, type ChunkSink } from '@agentlink/core/transport';
 import { afterScheduledSends, currentTurn } from './first-write-turn.js';
 import type { OutboundBudget } from './outbound-budget.js';
-import { fromHttp2Code, isAgentlinkCode, toHttp2Code } from './reset-codes.js';
+import { fromGoawayCode, fromHttp2Code, http2CodeOf, isAgentlinkCode, isRetiredCode } from './reset-codes.js';
 import { resetSoon } from './stream-reset.js';
 
 /**
@@ -182,7 +182,7 @@ export class Http2ChannelStream implements ChannelStream {
   reset(reason: AgentError): void {
     if (this.failure || this.stream.closed) return;
     this.fail(reason);
-    resetSoon(this.stream, toHttp2Code(reason.code)); // never at once: see stream-reset.ts
+    resetSoon(this.stream, http2CodeOf(reason)); // never at once: see stream-reset.ts
   }
 
   /** Time to first token: a second write in the turn of the first lets node send the first (first-write-turn.ts). */
@@ -341,6 +341,9 @@ export class Http2ChannelStream implements ChannelStream {
   }
 
   private failFromPeer(code: number): void {
+    // The session of a retired channel closed (its GOAWAY and its streams' resets say so): what the peer did not
+    // answer it never processed. The reverse stream's mux passes this on to its calls.
+    if (isRetiredCode(code)) return this.fail(fromGoawayCode(code));
     // node closes every stream of a session that died under it (the socket broke: a killed peer, a keep-alive
     // unanswered) with a code of its own, INTERNAL_ERROR: no peer reset that, and the lost session is
     // UNAVAILABLE (retryable), never PROTOCOL_ERROR. Measured: every unary call waiting on a SIGKILLed peer.

@@ -1,5 +1,5 @@
 import { AgentError, isErrorCode } from '@agentlink/core';
-import { errorCodeFromNumber } from '@agentlink/core/transport';
+import { errorCodeFromNumber, peerCloseError } from '@agentlink/core/transport';
 
 /**
  * The engine reports failures as `CODE|detail` messages (see native/src/errors.rs). This turns them into the
@@ -19,8 +19,8 @@ export function fromNative(error: unknown, localReset?: AgentError): AgentError 
       return localReset ?? new AgentError(errorCodeFromNumber(Number(detail)), 'stream reset');
     case 'CLOSED_BY_PEER': {
       const [number = '0', ...reason] = detail.split('|');
-      const code = errorCodeFromNumber(Number(number));
-      return new AgentError(code === 'CLOSED' ? 'UNAVAILABLE' : code, `peer closed the channel: ${reason.join('|')}`, { remote: true });
+      // A retired channel's close (RETIRED_CLOSE_CODE) fails our streams unprocessed: see docs/protocol.md.
+      return peerCloseError(Number(number), reason.join('|'));
     }
     case 'ZERO_RTT_REJECTED':
       // The peer discarded our 0-RTT data (it lost its ticket, e.g. it restarted): the request never reached a

@@ -1,5 +1,5 @@
 import { AgentError, type AgentId, type ChannelPath } from '@agentlink/core';
-import { errorCodeToNumber, type Channel, type ChannelStream, type OpenStreamOptions } from '@agentlink/core/transport';
+import { closeCodeOf, errorCodeToNumber, type Channel, type ChannelStream, type OpenStreamOptions } from '@agentlink/core/transport';
 import { fromNative } from './native-errors.js';
 import type { NativeConnection, NativeStream } from './native.js';
 import { PushReads } from './push-reads.js';
@@ -35,7 +35,7 @@ export class QuicChannel implements Channel {
   ) {
     this.remoteAddress = connection.remoteAddress;
     // Reads and the streams the peer opens come in batches from one engine task per connection (push-reads.ts).
-    this.reads = new PushReads(connection, (native) => onStream(this.track(native, false, this.protocolEndsWithRequest()), this));
+    this.reads = new PushReads(connection, (native) => this.accepted(native, onStream));
     this.closed = connection.closed().then((message) => {
       this.closeReason ??= fromNative(new Error(message));
       connection.release(); // free the connection's state now, not at the next garbage collection
@@ -136,7 +136,7 @@ export class QuicChannel implements Channel {
   async close(reason = new AgentError('CLOSED', 'channel closed')): Promise<void> {
     if (this.closeReason) return;
     this.closeReason = reason;
-    this.connection.close(errorCodeToNumber(reason.code), reason.message.slice(0, 512));
+    this.connection.close(closeCodeOf(reason), reason.message.slice(0, 512));
     await this.closed;
   }
 
@@ -169,7 +169,8 @@ export class QuicChannel implements Channel {
     this.streams++;
     const done = (failure?: AgentError): void => {
       this.streams--;
-      // The peer rejected our 0-RTT data (the only failure the engine marks unprocessed): the handshake has ended,
+      // The peer rejected our 0-RTT data (the only failure the engine marks unprocessed; a retired channel's close
+      // also marks its streams so, and then the channel is gone anyway): the handshake has ended,
       // whatever the engine's own notice of it (a separate callback, which may come later) says yet. The call is
       // resent at once; without this its new stream could still be counted as early.
       if (failure?.unprocessed) this.handshake = undefined;
@@ -177,12 +178,22 @@ export class QuicChannel implements Channel {
     return new QuicChannelStream(native, done, opened, this.reads, opened && endsWithRequest, !opened && endsWithRequest);
   }
 
+  /**
+   * A stream the peer opened, handed to core unless we closed the channel already: a closed channel processes no
+   * stream that arrives on it (one the engine passed on before the close took effect). A retired channel's close
+   * promises the peer exactly that (docs/protocol.md "Retired channels").
+   */
+  private accepted(native: NativeStream, onStream: (stream: ChannelStream, channel: Channel) => void): void {
+    if (this.closeReason) return native.reset(errorCodeToNumber('UNAVAILABLE'));
+    onStream(this.track(native, false, this.protocolEndsWithRequest()), this);
+  }
+
   private async acceptStreams(onStream: (stream: ChannelStream, channel: Channel) => void): Promise<void> {
     // In batches: the streams a burst of calls opened arrive in one crossing out of the engine, not one each.
     for (;;) {
       const batch = await this.connection.acceptStreams();
       if (batch.length === 0) return;
-      for (const native of batch) onStream(this.track(native, false, this.protocolEndsWithRequest()), this);
+      for (const native of batch) this.accepted(native, onStream);
     }
   }
 }

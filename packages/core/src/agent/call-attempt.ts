@@ -44,6 +44,8 @@ class CallAttempt implements CallControl, MessageReceiver {
   private listening = false;
   /** Transparent resends so far (see `failed`). */
   private resends = 0;
+  /** A reply (an item) reached the handler: the call was processed, and is never resent. */
+  private replied = false;
 
   constructor(
     private readonly deps: AttemptDeps,
@@ -111,7 +113,7 @@ class CallAttempt implements CallControl, MessageReceiver {
     const { call } = this;
     this.releaseSlot();
     this.listening = false;
-    const resendable = error instanceof AgentError && error.unprocessed && !(call.mode === 'duplex' && outboxOf(call)?.bound);
+    const resendable = error instanceof AgentError && error.unprocessed && !this.replied && !(call.mode === 'duplex' && outboxOf(call)?.bound);
     if (resendable && !this.aborted.reason && !call.abortReason && this.resends < MAX_TRANSPARENT_RETRIES) {
       this.framed = undefined;
       setTimeout(resendLater, this.resends++, this);
@@ -221,6 +223,7 @@ class CallAttempt implements CallControl, MessageReceiver {
         if (aborted) throw aborted;
         if (message?.type !== 'item') return this.endWithReply(message);
         if (this.call.mode === 'unary') throw this.unexpected(message);
+        this.replied = true;
         const held = this.handler.onItem?.(message.body, framed.lastFrameBytes);
         if (held) await held;
       }

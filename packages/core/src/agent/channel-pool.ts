@@ -1,5 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import { AgentError } from '../errors.js';
+import { retiredClose } from '../retired-close.js';
 import type { Channel, ChannelPath } from '../channel.js';
 import { diagnosticChannels } from '../diagnostics.js';
 import type { AgentId } from '../identity/agent-id.js';
@@ -59,6 +60,10 @@ interface ChannelState {
   lastUsed: number;
   idleSince: number | undefined;
   retired: boolean;
+  /** Retire checks in a row that found the retired channel without calls, streams or a use since the last one. */
+  quietChecks: number;
+  /** `lastUsed` at the last retire check: a stream that opened and ended between two checks changed it. */
+  usedAtCheck: number;
   /** A crossed dial's retired channel that the peer dialled: the peer closes it, never this side (settleCrossedDials). */
   peerCloses: boolean;
   rttMs: number | undefined;
@@ -92,6 +97,17 @@ const DEFAULTS = {
 const RELAY_PENALTY = 2 ** 30;
 /** How often a retired channel is checked for having no streams left. */
 const RETIRE_CHECK_MS = 200;
+/**
+ * How long a retired channel stays free of calls and streams before its closer closes it (at least; longer on a
+ * path whose round trip is known to be long): every reply it finished on it has long been delivered by then —
+ * QUIC's close drops stream data the peer has not acknowledged — and the peer's calls started on it before it
+ * learned of the retirement have mostly arrived and been served. Those still in flight are failed by the close's
+ * code as unprocessed, and resent on the kept channel (docs/protocol.md "Retired channels").
+ */
+const RETIRE_QUIET_MS = 2_000;
+/** The quiet period, as a number of round trips, on a path whose round trip the health checks measured. */
+const RETIRE_QUIET_RTTS = 8;
+const RETIRED_REASON = 'retired: another channel to the peer took over (crossed dial or a direct path)';
 
 /**
  * The channels an agent has, per peer, and the calls waiting for room on them. A call reserves a slot on a
@@ -190,7 +206,7 @@ export class ChannelPool {
     }
     const peerState = this.peerState(channel.peer);
     peerState.channels.add(channel);
-    this.state.set(channel, { calls: 0, lastUsed: ++this.uses, idleSince: undefined, retired: false, peerCloses: false, rttMs: undefined });
+    this.state.set(channel, { calls: 0, lastUsed: ++this.uses, idleSince: undefined, retired: false, quietChecks: 0, usedAtCheck: 0, peerCloses: false, rttMs: undefined });
     if (diagnosticChannels.channelOpen.hasSubscribers) diagnosticChannels.channelOpen.publish({ channel });
     void channel.closed.then((reason) => this.removed(channel, peerState, reason));
     this.settleCrossedDials(channel, peerState);
@@ -398,19 +414,37 @@ export class ChannelPool {
   }
 
   private retire(channel: Channel): void {
-    this.state.get(channel)!.retired = true;
-    this.retireTimer ??= setInterval(() => {
-      let retired = 0;
-      for (const [c, state] of this.state) {
-        if (!state.retired) continue;
-        retired++;
-        if (c.activeStreams === 0 && !state.peerCloses) void c.close(new AgentError('CLOSED', 'retired: another channel to the peer took over (crossed dial or a direct path)'));
+    const state = this.state.get(channel)!;
+    state.retired = true;
+    state.quietChecks = 0;
+    state.usedAtCheck = state.lastUsed;
+    this.retireTimer ??= setInterval(() => this.closeRetired(), RETIRE_CHECK_MS).unref();
+  }
+
+  /**
+   * Closes the retired channels this side closes once they have been quiet (no call, no stream, no use) for the
+   * quiet period, with the retired close: the peer may have opened a call on one before it learned of the
+   * retirement; what we did not answer we never processed (the channel takes no stream once closing), so the
+   * peer resends it on the kept channel rather than failing it.
+   */
+  private closeRetired(): void {
+    let retired = 0;
+    for (const [channel, state] of this.state) {
+      if (!state.retired) continue;
+      retired++;
+      if (state.peerCloses || channel.isClosed) continue;
+      if (state.calls > 0 || state.lastUsed !== state.usedAtCheck || channel.activeStreams > 0) {
+        state.quietChecks = 0;
+        state.usedAtCheck = state.lastUsed;
+        continue;
       }
-      if (retired === 0) {
-        clearInterval(this.retireTimer);
-        this.retireTimer = undefined;
-      }
-    }, RETIRE_CHECK_MS).unref();
+      const quietMs = Math.max(RETIRE_QUIET_MS, RETIRE_QUIET_RTTS * (state.rttMs ?? 0));
+      if (++state.quietChecks * RETIRE_CHECK_MS >= quietMs) void channel.close(retiredClose(RETIRED_REASON));
+    }
+    if (retired === 0) {
+      clearInterval(this.retireTimer);
+      this.retireTimer = undefined;
+    }
   }
 
   private startTimers(): void {

@@ -1,4 +1,5 @@
 import { AgentError, errorCodeFromNumber, errorCodeToNumber } from '../errors.js';
+import { closeCodeOf, peerCloseError } from '../retired-close.js';
 import type { Channel, ChannelKind, ChannelPath, ChannelStream, OpenStreamOptions } from '../channel.js';
 import type { AgentId } from '../identity/agent-id.js';
 import {
@@ -210,7 +211,7 @@ export class MuxedChannel implements Channel, MuxStreamHost {
   async close(reason = new AgentError('CLOSED', 'channel closed')): Promise<void> {
     if (this.closeReason) return;
     // A mux that never sent a frame (settingsWithFirstFrame) is unknown to its peer: nothing to tell it.
-    if (this.settingsSent || this.streams.size > 0) this.sendControl(encodeGoaway(errorCodeToNumber(reason.code), reason.message));
+    if (this.settingsSent || this.streams.size > 0) this.sendControl(encodeGoaway(closeCodeOf(reason), reason.message));
     this.shutdown(reason);
     this.pipe.close(reason);
   }
@@ -250,11 +251,8 @@ export class MuxedChannel implements Channel, MuxStreamHost {
       }
       case MuxFrameType.goaway: {
         if (body.length < 4) return this.protocolError('goaway frame body too short');
-        const code = errorCodeFromNumber(readU32(body, 0));
-        const text = Buffer.from(body.subarray(4)).toString('utf8');
-        this.goawayReason = new AgentError(code === 'CLOSED' ? 'UNAVAILABLE' : code, `peer closed the channel: ${text}`, {
-          remote: true,
-        });
+        // A retired channel's GOAWAY fails our streams unprocessed: the peer never processed what it did not answer.
+        this.goawayReason = peerCloseError(readU32(body, 0), Buffer.from(body.subarray(4)).toString('utf8'));
         return;
       }
       case MuxFrameType.settings:

@@ -151,4 +151,34 @@ describe('an HTTP/2 dial', () => {
     expect(await Promise.race([opened.then(() => 'all open'), failed])).toBe('all open');
     expect(client.channels()[0]!.streamLimit).toBe(799);
   });
+  // The calls past the assumed limit wait in the channel, not in the pool (whose wait hears the call's signal): a
+  // server that never sends its SETTINGS (or a peer whose SETTINGS are slow) must not keep them past their end.
+  it.each([
+    ['signal', 'CANCELLED'],
+    ['deadline', 'DEADLINE_EXCEEDED'],
+  ] as const)("ends a call held for the server's SETTINGS by its %s, while the server is still silent", async (how, code) => {
+    const streams = new Set<number>();
+    let allSent: () => void;
+    const sent = new Promise<void>((resolve) => (allSent = resolve));
+    const limitBefore = STREAMS_BEFORE_SETTINGS - Math.ceil(STREAMS_BEFORE_SETTINGS * 0.2);
+    const address = await silentServer(({ type, stream }) => {
+      if (type === HEADERS) streams.add(stream);
+      if (streams.size === limitBefore) allSent();
+    });
+    // No keep-alive: the silent server is never found out, only the calls' own ends can end them.
+    const client = await createAgent({ channels: [http2({ keepaliveIntervalMs: 0 })], maxChannelsPerPeer: 1 });
+    agents.push(client);
+    // The calls that get a stream: they wait for a reply that never comes (the agent's close ends them).
+    for (let i = 0; i < limitBefore - 1; i++) client.send(address, 'echo', 'hi', { timeoutMs: 60_000 }).catch(() => undefined);
+    const stop = new AbortController();
+    const held = Array.from({ length: 20 }, () =>
+      client.send(address, 'echo', 'hi', how === 'signal' ? { signal: stop.signal, timeoutMs: 60_000 } : { timeoutMs: 300 }).catch((error: unknown) => error),
+    );
+    await sent;
+    stop.abort();
+    // Without its own end, a held call waits for the SETTINGS or a slot, and here neither ever comes.
+    const outcomes = await Promise.all(held);
+    for (const outcome of outcomes) expect(outcome).toMatchObject({ code });
+    expect(streams.size).toBe(limitBefore); // none of them opened a stream
+  });
 });

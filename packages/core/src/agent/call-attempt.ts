@@ -178,7 +178,19 @@ class CallAttempt implements CallControl, MessageReceiver {
     const firstWriteAtOnce = call.mode === 'stream' || call.mode === 'duplex';
     // A unary call's request may carry the caller's end (QUIC's agentlink/2); a cancel then has its code alone.
     const endsWithRequest = call.mode === 'unary';
-    return { priority: call.priority, idempotent: call.idempotent, endsWithPeer, endsWithRequest, firstWriteAtOnce };
+    const aborted = this.aborted;
+    return {
+      priority: call.priority,
+      idempotent: call.idempotent,
+      endsWithPeer,
+      endsWithRequest,
+      firstWriteAtOnce,
+      // Made only if the channel asks, i.e. when it must wait before it can open the stream (HTTP/2 past the peer's
+      // limit, or before its SETTINGS): the call's abort (its deadline, its signal) then ends that wait too.
+      get signal(): AbortSignal {
+        return aborted.signal;
+      },
+    };
   }
 
   /** Sends the request on the attempt's stream; undefined when the transport took it at once. */

@@ -15,6 +15,7 @@ import { frame, PREFACE, SETTINGS } from './raw-frames.js';
 const HEADERS = 0x1;
 const DATA = 0x0;
 const ACK = 0x1;
+const GOAWAY = 0x7;
 const SETTINGS_MAX_CONCURRENT_STREAMS = 0x3;
 /** What nghttp2 takes a peer to allow until its SETTINGS say (RFC 9113's recommended floor). */
 const STREAMS_BEFORE_SETTINGS = 100;
@@ -180,5 +181,26 @@ describe('an HTTP/2 dial', () => {
     const outcomes = await Promise.all(held);
     for (const outcome of outcomes) expect(outcome).toMatchObject({ code });
     expect(streams.size).toBe(limitBefore); // none of them opened a stream
+  });
+  // A server that ends the session before its SETTINGS: a GOAWAY first (not a SETTINGS: nghttp2 takes it as a
+  // connection error) or a bare close. Every call, those with a stream and those held for the SETTINGS, ends with a
+  // typed error, at once, not at its deadline.
+  it.each(['goaway', 'close'] as const)("ends every call, held or sent, when the server's %s comes before its SETTINGS", async (how) => {
+    const streams = new Set<number>();
+    const limitBefore = STREAMS_BEFORE_SETTINGS - Math.ceil(STREAMS_BEFORE_SETTINGS * 0.2);
+    const address = await silentServer(({ type, stream }, socket) => {
+      if (type === HEADERS) streams.add(stream);
+      if (streams.size !== limitBefore) return;
+      if (how === 'close') return void socket.destroy();
+      const goaway = Buffer.alloc(8); // last stream 0, code ENHANCE_YOUR_CALM (11)
+      goaway.writeUInt32BE(11, 4);
+      socket.write(frame(GOAWAY, 0, goaway));
+    });
+    const client = await createAgent({ channels: [http2({ keepaliveIntervalMs: 0 })], maxChannelsPerPeer: 1 });
+    agents.push(client);
+    const calls = Array.from({ length: 120 }, () => client.send(address, 'echo', 'hi', { timeoutMs: 60_000 }).catch((error: unknown) => error));
+    const outcomes = await Promise.all(calls);
+    for (const outcome of outcomes) expect(outcome).toBeInstanceOf(AgentError);
+    expect(outcomes.map((o) => (o as AgentError).code).filter((code) => code === 'DEADLINE_EXCEEDED')).toEqual([]);
   });
 });

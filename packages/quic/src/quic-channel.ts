@@ -124,7 +124,10 @@ export class QuicChannel implements Channel {
     const opening = this.connection.openStream();
     if (!signal) return opening;
     const discardLate = (): void => void opening.then((late) => late.reset(errorCodeToNumber('CANCELLED')), () => undefined);
-    if (signal.aborted) return discardLate();
+    if (signal.aborted) {
+      discardLate();
+      return undefined;
+    }
     let onAbort!: () => void;
     const aborted = new Promise<undefined>((resolve) => {
       onAbort = () => resolve(undefined);

@@ -4,7 +4,7 @@ import { DEFAULT_HEARTBEAT_MS, signRecord } from '@agentlink/nat';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DEFAULT_CONFIG } from '../src/config.js';
 import type { Logger } from '../src/log.js';
-import { REFUSAL_LOG_EVERY_MS, RefusalLog } from '../src/refusal-log.js';
+import { MAX_REFUSAL_LINES_PER_MINUTE, REFUSAL_LOG_EVERY_MS, RefusalLog } from '../src/refusal-log.js';
 import { cleanup, reachableAgent, recordOf, rendezvous, wsClient } from './helpers.js';
 
 afterEach(cleanup);
@@ -85,6 +85,40 @@ describe('a fleet behind one address meets the per-IP bounds', () => {
     }
   });
 
+  it('a mapping kept through unanswered STUN is kept for a bounded number of registrations in a row, not for good', async () => {
+    const r = await rendezvous({ stunRequestsPerSecondPerIp: 1 });
+    const { agent, nat } = await reachableAgent(r, { heartbeatMs: 30_000 });
+    expect((await r.registry.get(agent.id))!.record.nat).toBe('none');
+    const reported: AgentError[] = [];
+    nat.on('error', (error) => reported.push(error));
+    const neighbour = createSocket('udp4');
+    await new Promise<void>((resolve) => neighbour.bind(0, '127.0.0.1', resolve));
+    const junk = Buffer.alloc(20);
+    let flooding = true;
+    const flood = (async () => {
+      while (flooding) {
+        for (const port of r.stunPorts) neighbour.send(junk, port, '127.0.0.1');
+        await new Promise((resolve) => setTimeout(resolve, 1));
+      }
+    })();
+    try {
+      // STUN unanswered at every heartbeat from now on (as after a move to a network that drops it): the old
+      // mapping is published MAX_UNANSWERED_KEPT (2) times, then no longer. Before: 'none' and the old mapping for
+      // as long as the agent ran.
+      const published = [];
+      for (let i = 0; i < 3; i++) published.push(await nat.register());
+      expect(r.metrics.stunCount('rate')).toBeGreaterThan(0);
+      expect(published.map((record) => record.nat)).toEqual(['none', 'none', 'unknown']);
+      expect((await r.registry.get(agent.id))!.record).toMatchObject({ seq: published[2]!.seq, nat: 'unknown' });
+      expect(nat.nat).toMatchObject({ type: 'unknown', mapped: undefined });
+      expect(reported.at(-1)?.message).toMatch(/^no STUN answer from the rendezvous .* 3 times in a row: registering as unknown, without the mapping learned before$/);
+    } finally {
+      flooding = false;
+      await flood;
+      neighbour.close();
+    }
+  });
+
   it('the operator reads refusals by a bound in the log: which bound, which client, how many, at most a line a minute', async () => {
     const lines: Array<{ level: string; message: string; fields: Record<string, unknown> | undefined }> = [];
     const log: Logger = (level, message, fields) => lines.push({ level, message, fields });
@@ -131,6 +165,27 @@ describe('a fleet behind one address meets the per-IP bounds', () => {
       { reason: 'connection:ip-rate', refused: 5 },
       { reason: 'handshake:handshake-timeout', refused: 2 },
       { reason: 'connection:ip-rate', refused: 7 },
+    ]);
+  });
+  it('refusal lines in all are bounded a minute, however many addresses are refused (an IPv6 /48 has 65,536 clients)', () => {
+    const lines: Array<{ message: string; fields: Record<string, unknown> | undefined }> = [];
+    let now = 1_000_000;
+    const refusals = new RefusalLog((_level, message, fields) => lines.push({ message, fields }), () => now);
+    // 20,000 clients (/64s of one /48), each refused twice in a round-robin within one minute. Before: clients
+    // remembered were evicted before their turn came round again, and every refusal was a line (40,000 a minute).
+    for (let round = 0; round < 2; round++) {
+      for (let i = 0; i < 20_000; i++) refusals.refused('requestsPerSecondPerIp', `2001:db8:1:${i.toString(16)}::/64`, 'too many');
+    }
+    expect(lines).toHaveLength(MAX_REFUSAL_LINES_PER_MINUTE);
+    expect(new Set(lines.map((l) => l.fields?.client)).size).toBe(MAX_REFUSAL_LINES_PER_MINUTE); // one per client
+    // The next minute's first line says how many refusals went unlogged (those of the clients that had their line
+    // are counted in their next one).
+    now += REFUSAL_LOG_EVERY_MS;
+    lines.length = 0;
+    refusals.refused('requestsPerSecondPerIp', '192.0.2.1', 'too many');
+    expect(lines).toEqual([
+      { message: 'refusals not logged', fields: { refused: 2 * (20_000 - MAX_REFUSAL_LINES_PER_MINUTE) } },
+      { message: 'refused', fields: { reason: 'requestsPerSecondPerIp', client: '192.0.2.1', refused: 1, error: 'too many' } },
     ]);
   });
 });

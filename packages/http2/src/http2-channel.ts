@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { constants, type ClientHttp2Session, type Http2Session, type Http2Stream, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
-import { AgentError, type AgentId, type ChannelPath, type Refusal } from '@agentlink/core';
+import { AgentError, toAgentError, type AgentId, type ChannelPath, type Refusal } from '@agentlink/core';
 import { muxOverStream, type Channel, type ChannelStream, type ConnectionActivity, type MuxedChannel, type OpenStreamOptions } from '@agentlink/core/transport';
 import { Http2ChannelStream } from './http2-stream.js';
 import { OutboundBudget } from './outbound-budget.js';
@@ -169,10 +169,32 @@ export class Http2Channel implements Channel {
     if (this.isClosed) throw this.closeReason ?? this.draining ?? new AgentError('UNAVAILABLE', 'HTTP/2 session is closing');
     if (this.initiator === 'remote') return (await this.waitForReverse()).openStream(options);
     // Queue rather than be refused: node does not hold requests beyond the peer's limit, it resets them.
-    while (this.streams + 1 >= this.peerStreamLimit() && !this.isClosed) await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
+    while (this.streams + 1 >= this.peerStreamLimit() && !this.isClosed) await this.slot(options?.signal);
     if (this.isClosed) throw this.closeReason ?? this.draining ?? new AgentError('UNAVAILABLE', 'HTTP/2 session is closing');
     // No HTTP/2 priority signal: RFC 9113 deprecates it and node warns on every use; agentlink orders calls itself.
     return this.track(requestStream(this.session as ClientHttp2Session, REQUEST_HEADERS));
+  }
+
+  /**
+   * Waits for a slot under the peer's limit, or for the opener to give up: calls held here (past nghttp2's assumed
+   * limit until the peer's SETTINGS, or past a limit the peer lowered) wait for the peer, and a peer that never
+   * sends SETTINGS nor ends a stream would otherwise keep them past their deadline.
+   */
+  private slot(signal: AbortSignal | undefined): Promise<void> {
+    if (signal?.aborted) return Promise.reject(toAgentError(signal.reason, 'CANCELLED'));
+    return new Promise<void>((resolve, reject) => {
+      const wake = (): void => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      };
+      const onAbort = (): void => {
+        const at = this.slotWaiters.indexOf(wake);
+        if (at >= 0) this.slotWaiters.splice(at, 1);
+        reject(toAgentError(signal!.reason, 'CANCELLED'));
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.slotWaiters.push(wake);
+    });
   }
 
   /** Stops taking new streams (GOAWAY), lets the ones in flight finish (both directions), then closes. */

@@ -15,6 +15,7 @@ import { frame, PREFACE, SETTINGS } from './raw-frames.js';
 const HEADERS = 0x1;
 const DATA = 0x0;
 const ACK = 0x1;
+const GOAWAY = 0x7;
 const SETTINGS_MAX_CONCURRENT_STREAMS = 0x3;
 /** What nghttp2 takes a peer to allow until its SETTINGS say (RFC 9113's recommended floor). */
 const STREAMS_BEFORE_SETTINGS = 100;
@@ -150,5 +151,56 @@ describe('an HTTP/2 dial', () => {
     for (let i = 0; i < 200; i++) client.send(address, 'echo', 'hi', { timeoutMs: 5000 }).catch(() => aCallFailed('a call failed first'));
     expect(await Promise.race([opened.then(() => 'all open'), failed])).toBe('all open');
     expect(client.channels()[0]!.streamLimit).toBe(799);
+  });
+  // The calls past the assumed limit wait in the channel, not in the pool (whose wait hears the call's signal): a
+  // server that never sends its SETTINGS (or a peer whose SETTINGS are slow) must not keep them past their end.
+  it.each([
+    ['signal', 'CANCELLED'],
+    ['deadline', 'DEADLINE_EXCEEDED'],
+  ] as const)("ends a call held for the server's SETTINGS by its %s, while the server is still silent", async (how, code) => {
+    const streams = new Set<number>();
+    let allSent: () => void;
+    const sent = new Promise<void>((resolve) => (allSent = resolve));
+    const limitBefore = STREAMS_BEFORE_SETTINGS - Math.ceil(STREAMS_BEFORE_SETTINGS * 0.2);
+    const address = await silentServer(({ type, stream }) => {
+      if (type === HEADERS) streams.add(stream);
+      if (streams.size === limitBefore) allSent();
+    });
+    // No keep-alive: the silent server is never found out, only the calls' own ends can end them.
+    const client = await createAgent({ channels: [http2({ keepaliveIntervalMs: 0 })], maxChannelsPerPeer: 1 });
+    agents.push(client);
+    // The calls that get a stream: they wait for a reply that never comes (the agent's close ends them).
+    for (let i = 0; i < limitBefore - 1; i++) client.send(address, 'echo', 'hi', { timeoutMs: 60_000 }).catch(() => undefined);
+    const stop = new AbortController();
+    const held = Array.from({ length: 20 }, () =>
+      client.send(address, 'echo', 'hi', how === 'signal' ? { signal: stop.signal, timeoutMs: 60_000 } : { timeoutMs: 300 }).catch((error: unknown) => error),
+    );
+    await sent;
+    stop.abort();
+    // Without its own end, a held call waits for the SETTINGS or a slot, and here neither ever comes.
+    const outcomes = await Promise.all(held);
+    for (const outcome of outcomes) expect(outcome).toMatchObject({ code });
+    expect(streams.size).toBe(limitBefore); // none of them opened a stream
+  });
+  // A server that ends the session before its SETTINGS: a GOAWAY first (not a SETTINGS: nghttp2 takes it as a
+  // connection error) or a bare close. Every call, those with a stream and those held for the SETTINGS, ends with a
+  // typed error, at once, not at its deadline.
+  it.each(['goaway', 'close'] as const)("ends every call, held or sent, when the server's %s comes before its SETTINGS", async (how) => {
+    const streams = new Set<number>();
+    const limitBefore = STREAMS_BEFORE_SETTINGS - Math.ceil(STREAMS_BEFORE_SETTINGS * 0.2);
+    const address = await silentServer(({ type, stream }, socket) => {
+      if (type === HEADERS) streams.add(stream);
+      if (streams.size !== limitBefore) return;
+      if (how === 'close') return void socket.destroy();
+      const goaway = Buffer.alloc(8); // last stream 0, code ENHANCE_YOUR_CALM (11)
+      goaway.writeUInt32BE(11, 4);
+      socket.write(frame(GOAWAY, 0, goaway));
+    });
+    const client = await createAgent({ channels: [http2({ keepaliveIntervalMs: 0 })], maxChannelsPerPeer: 1 });
+    agents.push(client);
+    const calls = Array.from({ length: 120 }, () => client.send(address, 'echo', 'hi', { timeoutMs: 60_000 }).catch((error: unknown) => error));
+    const outcomes = await Promise.all(calls);
+    for (const outcome of outcomes) expect(outcome).toBeInstanceOf(AgentError);
+    expect(outcomes.map((o) => (o as AgentError).code).filter((code) => code === 'DEADLINE_EXCEEDED')).toEqual([]);
   });
 });

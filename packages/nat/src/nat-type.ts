@@ -27,15 +27,27 @@ export async function discoverNat(client: StunClient, servers: readonly HostPort
 }
 
 /**
+ * Registrations in a row whose STUN got no answer at all that may still publish the mapping learned before. An agent
+ * that moved to a network where STUN goes unanswered would otherwise publish its old network's mapping for as long
+ * as it runs, each heartbeat renewing it, and its peers punch to an address that is no longer its own. Two: at the
+ * default 15 s heartbeat, the old mapping is published for at most 30 s after the last answer, and the last record
+ * carrying it expires 45 s later; two lost rounds in a row are what a fleet behind one address over the STUN rate
+ * meets (docs/security.md).
+ */
+export const MAX_UNANSWERED_KEPT = 2;
+
+/**
  * What a registration publishes after its STUN went (partly) unanswered: the type and mapping learned before, while
  * the answers that did come say nothing else (no answer, or the same mapping). STUN datagrams get lost, and a fleet
  * behind one address shares the rendezvous' per-IP STUN rate: until 2026-11-25 every heartbeat whose requests it
  * dropped re-registered the agent as `unknown` without its public mapping (its peers could no longer punch to it)
  * until a later heartbeat got answers. A different mapping is news: it is published (as `unknown`, one answer
- * cannot classify the NAT).
+ * cannot classify the NAT). `unansweredBefore`: the registrations just before this one whose STUN got no answer at
+ * all; past `MAX_UNANSWERED_KEPT` of them, no answer publishes `unknown` (the old mapping may be stale).
  */
-export function settleDiscovery(previous: NatDiscovery | undefined, found: NatDiscovery): { discovery: NatDiscovery; kept: boolean } {
+export function settleDiscovery(previous: NatDiscovery | undefined, found: NatDiscovery, unansweredBefore = 0): { discovery: NatDiscovery; kept: boolean } {
   if (found.type !== 'unknown' || previous === undefined || previous.type === 'unknown') return { discovery: found, kept: false };
+  if (found.mapped === undefined && unansweredBefore >= MAX_UNANSWERED_KEPT) return { discovery: found, kept: false };
   const sameMapping = found.mapped === undefined || (found.mapped.host === previous.mapped?.host && found.mapped.port === previous.mapped.port);
   return sameMapping ? { discovery: previous, kept: true } : { discovery: found, kept: false };
 }

@@ -81,6 +81,8 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
   private relayPath!: RelayPath;
   private stun: StunClient | undefined;
   private discovery: NatDiscovery | undefined;
+  /** Registrations in a row whose STUN got no answer at all: the mapping learned before is kept for a few only. */
+  private unansweredInARow = 0;
   private localPort = 0;
   private seq = 0;
   private heartbeat: NodeJS.Timeout | undefined;
@@ -183,9 +185,13 @@ export class Reach extends EventEmitter<{ path: [PathEvent]; registered: [PeerRe
   private async registerOnce(): Promise<PeerRecord> {
     let registered: PeerRecord | undefined;
     await this.rendezvous.publishWith(async (servers: HostPort[]) => {
-      const { discovery, kept } = settleDiscovery(this.discovery, await discoverNat(this.stun!, servers, this.localPort));
-      if (kept) {
-        this.report(new AgentError('UNAVAILABLE', `no STUN answer from the rendezvous (${servers.map((h) => `${urlHost(h.host)}:${h.port}`).join(', ')}): registering with the NAT type and mapping learned before`));
+      const found = await discoverNat(this.stun!, servers, this.localPort);
+      const { discovery, kept } = settleDiscovery(this.discovery, found, this.unansweredInARow);
+      this.unansweredInARow = found.mapped === undefined ? this.unansweredInARow + 1 : 0;
+      const asked = servers.map((h) => `${urlHost(h.host)}:${h.port}`).join(', ');
+      if (kept) this.report(new AgentError('UNAVAILABLE', `no STUN answer from the rendezvous (${asked}): registering with the NAT type and mapping learned before`));
+      else if (found.mapped === undefined && this.discovery !== undefined && this.discovery.type !== 'unknown') {
+        this.report(new AgentError('UNAVAILABLE', `no STUN answer from the rendezvous (${asked}) ${this.unansweredInARow} times in a row: registering as unknown, without the mapping learned before`));
       }
       this.discovery = discovery;
       this.seq = Math.max(this.seq + 1, Date.now());

@@ -1,4 +1,4 @@
-import { AgentError, type AgentId, type ChannelPath } from '@agentlink/core';
+import { AgentError, toAgentError, type AgentId, type ChannelPath } from '@agentlink/core';
 import { closeCodeOf, errorCodeToNumber, type Channel, type ChannelStream, type OpenStreamOptions } from '@agentlink/core/transport';
 import { fromNative } from './native-errors.js';
 import type { NativeConnection, NativeStream } from './native.js';
@@ -97,9 +97,9 @@ export class QuicChannel implements Channel {
       if (this.closeReason) throw this.closeReason;
     }
     if (this.handshake) this.early++;
-    let native: NativeStream;
+    let native: NativeStream | undefined;
     try {
-      native = this.connection.tryOpenStream() ?? (await this.connection.openStream());
+      native = this.connection.tryOpenStream() ?? (await this.streamWithin(options?.signal));
     } catch (error) {
       // The engine fails an open only when the connection is gone (reset, timed out, closed): the channel is closed
       // from now on, before its `closed` notice (a macrotask) arrives. Otherwise a caller retrying in a loop that
@@ -108,9 +108,38 @@ export class QuicChannel implements Channel {
       this.closeReason ??= fromNative(error);
       throw this.closeReason;
     }
+    if (!native) throw toAgentError(options!.signal!.reason, 'CANCELLED'); // the opener gave up: the channel is fine
     const stream = this.track(native, true, this.endsWithRequestFor(options));
     if (options?.priority && options.priority !== 'normal') stream.setPriority(options.priority);
     return stream;
+  }
+
+  /**
+   * The engine's next stream, which waits for the peer to allow one more (MAX_STREAMS), or the opener's abort: a peer
+   * that allows few streams and holds them (a handler that never answers, a hostile peer never granting more) kept
+   * such a call past its deadline until 2026-11-25 (test/stream-credit-wait.test.ts). The engine's open cannot be
+   * withdrawn: a stream it gives after the abort is reset unused.
+   */
+  private async streamWithin(signal: AbortSignal | undefined): Promise<NativeStream | undefined> {
+    const opening = this.connection.openStream();
+    if (!signal) return opening;
+    const discardLate = (): void => void opening.then((late) => late.reset(errorCodeToNumber('CANCELLED')), () => undefined);
+    if (signal.aborted) {
+      discardLate();
+      return undefined;
+    }
+    let onAbort!: () => void;
+    const aborted = new Promise<undefined>((resolve) => {
+      onAbort = () => resolve(undefined);
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+    try {
+      const native = await Promise.race([opening, aborted]);
+      if (!native) discardLate();
+      return native;
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
   }
 
   /**

@@ -1,48 +1,25 @@
-import { createServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
-import type { TLSSocket } from 'node:tls';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { authenticatePeer, type TlsCredentials } from '@agentlink/core/transport';
-import { WebSocketServer, type WebSocket } from 'ws';
+import type { TlsCredentials } from '@agentlink/core/transport';
+import type { WebSocket } from 'ws';
+import { serveMutualTlsWs, type RpcServer } from './mutual-tls-ws-server.js';
 import { BinaryReply, replyHeader, type BinaryRequest } from './subjects/binary-rpc-ws.js';
 
 const HIGH_WATER = 8 * 1024 * 1024;
 
 /**
  * The binary-RPC-over-ws subject's server: `echo` answers with the request's body, `download` (u32 total, u32
- * chunk, u32 delay in ms) sends `item` messages then an empty response. Mutual TLS as agentlink's ws listener and
- * the JSON-RPC server do it: a client certificate is required and its key proved (any key is let in).
+ * chunk, u32 delay in ms) sends `item` messages then an empty response; mutual TLS as agentlink's ws listener and
+ * the JSON-RPC server do it (serveMutualTlsWs).
  */
-export async function startBinaryRpcServer(host: string, tls: TlsCredentials): Promise<{ url: string; close(): void }> {
-  const https = createServer({ key: tls.key, cert: tls.cert, minVersion: 'TLSv1.3', requestCert: true, rejectUnauthorized: false });
-  const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 });
-  https.on('upgrade', (request, socket, head) => {
-    try {
-      authenticatePeer(socket as TLSSocket);
-    } catch {
-      socket.end('HTTP/1.1 401 Unauthorized\r\n\r\n');
-      return;
-    }
-    wss.handleUpgrade(request, socket, head, (ws) => {
-      ws.on('message', (data: Buffer) => {
-        // Shorter than an id and a method length, or a method cut short: not a request (ws closes with 1002).
-        if (data.length < 5 || data.length < 5 + data[4]!) return ws.close(1002, 'not a request');
-        const request = readRequest(data);
-        if (request.method === 'echo') ws.send(reply(request.id, BinaryReply.response, request.body));
-        else if (request.method === 'download' && request.body.length >= 12) void download(ws, request);
-        else ws.send(reply(request.id, BinaryReply.error, Buffer.from('no such method')));
-      });
-    });
+export function startBinaryRpcServer(host: string, tls: TlsCredentials): Promise<RpcServer> {
+  return serveMutualTlsWs(host, tls, (ws, data) => {
+    // Shorter than an id and a method length, or a method cut short: not a request (ws closes with 1002).
+    if (data.length < 5 || data.length < 5 + data[4]!) return ws.close(1002, 'not a request');
+    const request = readRequest(data);
+    if (request.method === 'echo') ws.send(reply(request.id, BinaryReply.response, request.body));
+    else if (request.method === 'download' && request.body.length >= 12) void download(ws, request);
+    else ws.send(reply(request.id, BinaryReply.error, Buffer.from('no such method')));
   });
-  await new Promise<void>((resolve) => https.listen(0, host, resolve));
-  return {
-    url: `wss://${host}:${(https.address() as AddressInfo).port}`,
-    close() {
-      for (const client of wss.clients) client.terminate();
-      https.closeAllConnections();
-      https.close();
-    },
-  };
 }
 
 /** u32 id, u8 method length, the method (latin1), the body: read where it lies. */

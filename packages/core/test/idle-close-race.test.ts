@@ -1,5 +1,5 @@
 import { afterEach, expect, it, vi } from 'vitest';
-import { createAgent, type Agent } from '../src/index.js';
+import { AgentError, createAgent, type Agent } from '../src/index.js';
 import type { ListenContext } from '../src/transport.js';
 import { memoryTransport } from './memory-transport.js';
 
@@ -45,4 +45,34 @@ it('a call that crosses the peer closing the channel for idleness is resent on a
   expect(await call).toBe('crosses the close');
   expect(await first!.closed).toMatchObject({ unprocessed: true });
   expect(runs).toEqual(['opens the channel', 'crosses the close']);
+});
+
+it('a tunnel whose opening crosses the peer closing the channel for idleness is opened on a new channel, once', async () => {
+  // Tunnels skip call-attempt.ts, where calls are resent: the opening failed unprocessed, and was lost.
+  vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'Date'] });
+  const network = new Map<string, ListenContext>();
+  const server = await createAgent({ channels: [memoryTransport(network, 'server')], idleTimeoutMs: IDLE_MS, healthCheckIntervalMs: 0 });
+  const client = await createAgent({ channels: [memoryTransport(network)], idleTimeoutMs: 0, healthCheckIntervalMs: 0 });
+  agents.push(server, client);
+  let accepted = 0;
+  server.handleTunnel('pipe', (body: unknown) => {
+    accepted++;
+    return { accept: body };
+  });
+  server.handle('echo', (body: unknown) => body);
+  client.addPeer(server.addresses[0]!);
+  expect(await client.send(server.id, 'echo', 'opens the channel')).toBe('opens the channel');
+  const [onServer] = server.channels(client.id);
+  while (onServer!.activeStreams > 0) await ioTurn();
+  vi.advanceTimersByTime(IDLE_MS / 4);
+  vi.advanceTimersByTime(IDLE_MS - IDLE_MS / 4);
+  expect(onServer!.isClosed).toBe(false);
+
+  const opening = client.openTunnel(server.id, 'pipe', 'crosses the close');
+  vi.advanceTimersByTime(IDLE_MS / 4);
+  expect(onServer!.isClosed).toBe(true);
+  const tunnel = await opening;
+  expect(tunnel.accepted).toBe('crosses the close');
+  expect(accepted).toBe(1);
+  tunnel.stream.reset(new AgentError('CANCELLED', 'done'));
 });

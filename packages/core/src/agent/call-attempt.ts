@@ -24,7 +24,7 @@ function resendLater(attempt: CallAttempt): void {
 }
 
 /** Calls refused unprocessed (HTTP/2 REFUSED_STREAM and the like) are resent at once, this many times. */
-const MAX_TRANSPARENT_RETRIES = 5;
+export const MAX_TRANSPARENT_RETRIES = 5;
 
 /** The innermost dispatch: one attempt of a call over the network. */
 export function networkDispatch(deps: AttemptDeps): Dispatch {

@@ -1,7 +1,7 @@
 import { afterEach, expect, it, vi } from 'vitest';
 import { createAgent, type Agent } from '../src/index.js';
 import type { ListenContext } from '../src/transport.js';
-import { memoryTransport } from './memory-transport.js';
+import { memoryTransport, type SentFrame } from './memory-transport.js';
 
 const ioTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
@@ -74,4 +74,29 @@ it('a tunnel whose opening crosses the peer closing the channel for idleness is 
   const tunnel = await opening;
   expect(tunnel.accepted).toBe('crosses the close');
   expect(accepted).toBe(1);
+});
+
+it("the peer's health checks do not keep a channel from closing for idleness", async () => {
+  // Each health check is a ping on a stream of its own: counted as a use, it kept every channel between two agents
+  // busy for ever (pings every 30 s, idle close after 5 min, by default).
+  vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'Date'] });
+  const network = new Map<string, ListenContext>();
+  const sent: SentFrame[] = [];
+  const server = await createAgent({ channels: [memoryTransport(network, 'server')], idleTimeoutMs: IDLE_MS, healthCheckIntervalMs: 0 });
+  const client = await createAgent({ channels: [memoryTransport(network, undefined, undefined, sent)], idleTimeoutMs: 0, healthCheckIntervalMs: IDLE_MS / 4 });
+  agents.push(server, client);
+  server.handle('echo', (body: unknown) => body);
+  client.addPeer(server.addresses[0]!);
+  expect(await client.send(server.id, 'echo', 'opens the channel')).toBe('opens the channel');
+  const [onServer] = server.channels(client.id);
+  while (onServer!.activeStreams > 0) await ioTurn();
+  let pinged = 0;
+  for (let check = 0; check < 8 && !onServer!.isClosed; check++) {
+    const before = sent.filter((f) => f.from === 'dialer').length;
+    vi.advanceTimersByTime(IDLE_MS / 4); // a health check of the client's, and an idle check of the server's
+    for (let turn = 0; turn < 8; turn++) await ioTurn(); // the ping's stream opens and ends
+    if (sent.filter((f) => f.from === 'dialer').length > before) pinged++;
+  }
+  expect(pinged).toBeGreaterThanOrEqual(4); // pings crossed the channel throughout its idle timeout
+  expect(onServer!.isClosed).toBe(true);
 });

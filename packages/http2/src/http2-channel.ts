@@ -130,7 +130,10 @@ export class Http2Channel implements Channel {
           this.resolveReverse?.();
           return;
         }
-        if (this.draining) {
+        // Closed (node destroys the session only at the next turn, and delivers the HEADERS it read before that):
+        // a retired channel's close promised the peer that what it opens from then on is never processed, and the
+        // peer resends it elsewhere, so serving it here would run it twice.
+        if (this.draining || this.closeReason) {
           stream.on('error', ignoreStreamError);
           resetSoon(stream, constants.NGHTTP2_REFUSED_STREAM); // never processed: the caller retries elsewhere
           return;

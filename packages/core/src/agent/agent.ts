@@ -160,6 +160,7 @@ export class Agent {
       budget,
       replyBudget: (channel) => replyBudgets.for(channel),
       refused: (refusal) => this.refused(refusal),
+      used: (channel) => this.pool.touch(channel),
       dispatch: inbound.length > 0 ? composeInterceptors(inbound.map((i) => failingItsCall(i, failServedCall)), serveCall) : undefined,
     };
     this.defaultTimeoutMs = nonNegativeNumberOrInfinity('defaultTimeoutMs', options.defaultTimeoutMs, 30_000);
@@ -394,8 +395,7 @@ export class Agent {
         return;
       }
     }
-    this.pool.touch(channel);
-    void serveInboundStream(stream, channel, this.inboundDeps);
+    void serveInboundStream(stream, channel, this.inboundDeps); // a call (not a ping) marks the channel used
   }
 
   /** Parses a peer reference once; later calls with the same text skip parsing (and the address book, while it keeps the peer). */

@@ -45,7 +45,7 @@ function resendLater(attempt: CallAttempt): void {
 }
 
 /** Calls refused unprocessed (HTTP/2 REFUSED_STREAM and the like) are resent at once, this many times. */
-const MAX_TRANSPARENT_RETRIES = 5;
+export const MAX_TRANSPARENT_RETRIES = 5;
 
 /** The innermost dispatch: one attempt of a call over the network. */
 export function networkDispatch(deps: AttemptDeps): Dispatch {
@@ -65,7 +65,7 @@ class CallAttempt implements CallControl, MessageReceiver {
   private listening = false;
   /** Transparent resends so far (see `failed`). */
   private resends = 0;
-  /** A reply (an item) reached the handler: the call was processed, and is never resent. */
+  /** A reply (an item) reached the handler: the call was processed, and is never resent (nor once part of a frame came). */
   private replied = false;
 
   constructor(
@@ -134,7 +134,9 @@ class CallAttempt implements CallControl, MessageReceiver {
     const { call } = this;
     this.releaseSlot();
     this.listening = false;
-    const resendable = error instanceof AgentError && error.unprocessed && !this.replied && !(call.mode === 'duplex' && outboxOf(call)?.bound);
+    // Part of a reply's frame here (a unary reply has no items) proves the call processed, as an item does.
+    const replyBegan = this.replied || this.framed?.drained === false;
+    const resendable = error instanceof AgentError && error.unprocessed && !replyBegan && !(call.mode === 'duplex' && outboxOf(call)?.bound);
     if (resendable && !this.aborted.reason && !call.abortReason && this.resends < MAX_TRANSPARENT_RETRIES) {
       this.framed = undefined;
       setTimeout(resendLater, this.resends++, this);

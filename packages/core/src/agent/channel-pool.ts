@@ -109,6 +109,11 @@ const RETIRE_QUIET_MS = 2_000;
 const RETIRE_QUIET_RTTS = 8;
 const RETIRED_REASON = 'retired: another channel to the peer took over (crossed dial or a direct path)';
 
+/** How long a channel must have carried nothing before a close may tell the peer "unprocessed" (see above). */
+function quietPeriodOf(state: ChannelState): number {
+  return Math.max(RETIRE_QUIET_MS, RETIRE_QUIET_RTTS * (state.rttMs ?? 0));
+}
+
 /**
  * The channels an agent has, per peer, and the calls waiting for room on them. A call reserves a slot on a
  * channel and releases it when it ends; when every channel to the peer is full the call waits in the peer's
@@ -438,8 +443,7 @@ export class ChannelPool {
         state.usedAtCheck = state.lastUsed;
         continue;
       }
-      const quietMs = Math.max(RETIRE_QUIET_MS, RETIRE_QUIET_RTTS * (state.rttMs ?? 0));
-      if (++state.quietChecks * RETIRE_CHECK_MS >= quietMs) void channel.close(retiredClose(RETIRED_REASON));
+      if (++state.quietChecks * RETIRE_CHECK_MS >= quietPeriodOf(state)) void channel.close(retiredClose(RETIRED_REASON));
     }
     if (retired === 0) {
       clearInterval(this.retireTimer);
@@ -459,7 +463,11 @@ export class ChannelPool {
 
   /**
    * Closes channels that carried no call for idleTimeoutMs: one is idle from the first check that finds it
-   * without streams and without a stream started since (checks run every quarter of the timeout).
+   * without streams and without a stream started since (checks run every quarter of the timeout). A call of the
+   * peer's may cross the close on the wire: once the channel was idle for a retired channel's quiet period, the
+   * close carries the retired close code (docs/protocol.md "Retired channels"), so the peer resends that call
+   * rather than failing it; a shorter timeout (a setting) closes plainly, and leaves a retired channel we close
+   * to its own quiet period.
    */
   private closeIdle(idleTimeoutMs: number): void {
     const now = Date.now();
@@ -472,8 +480,11 @@ export class ChannelPool {
       else if (now - state.idleSince >= idleTimeoutMs) {
         const peerState = this.peers.get(channel.peer);
         if (peerState && this.usableCount(peerState) <= this.limits.minChannelsPerPeer && !state.retired) continue;
+        const quiet = idleTimeoutMs >= quietPeriodOf(state);
+        if (!quiet && state.retired && !state.peerCloses) continue;
         this.forget(channel);
-        void channel.close(new AgentError('CLOSED', `idle for ${idleTimeoutMs} ms`));
+        const reason = `idle for ${idleTimeoutMs} ms`;
+        void channel.close(quiet ? retiredClose(reason) : new AgentError('CLOSED', reason));
       }
     }
   }

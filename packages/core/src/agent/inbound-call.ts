@@ -25,6 +25,11 @@ export interface InboundDeps {
   /** The channel's share of the agent's budget of replies its peer does not read. */
   replyBudget(channel: Channel): ByteBudget;
   refused(refusal: Refusal): void;
+  /**
+   * A call arrived on `channel`: it is in use (idle close, a retired channel's quiet period). Not a ping: the
+   * peer's health checks would keep every channel busy for ever (it pings each one every 30 s by default).
+   */
+  used(channel: Channel): void;
   /** The agent's inbound interceptors composed around `serveCall`; undefined when there are none. */
   dispatch: Dispatch | undefined;
 }
@@ -80,6 +85,7 @@ function serveFirst(framed: FramedStream, first: WireMessage | undefined, channe
     stream.reset(new AgentError('PROTOCOL_ERROR', `a stream must start with a request, got ${first?.type ?? 'end of stream'}`));
     return;
   }
+  deps.used(channel);
   const call = new InboundCall(framed, channel, first, deps);
   if (first.mode === 'tunnel' || !deps.dispatch) return call.serve(call.reply);
   // Interceptors may wait (rate limits): the caller's cancel and the deadline are watched from now on.

@@ -2,6 +2,7 @@ import { AgentError, toAgentError } from '../errors.js';
 import type { ChannelStream } from '../channel.js';
 import { decodePayload, encodeFrame } from '../wire/codec.js';
 import { FrameDecoder } from '../wire/frame-decoder.js';
+import { MAX_TRANSPARENT_RETRIES } from './call-attempt.js';
 import type { ChannelPool } from './channel-pool.js';
 import type { CallOptions, OutboundCall } from './outbound-call.js';
 
@@ -28,6 +29,27 @@ export interface TunnelOptions extends CallOptions {
  * read up to `maxAcceptBytes`: what it holds is charged to no budget.
  */
 export async function openTunnel(pool: ChannelPool, call: OutboundCall, maxFrameSize: number, maxAcceptBytes: number): Promise<{ stream: ChannelStream; accepted: unknown }> {
+  // An opening the peer refused unprocessed (a refused stream, a retired or idle channel's close that crossed it:
+  // docs/protocol.md "Retired channels") never reached its handler: it is made again, as a call is
+  // (call-attempt.ts), unless a byte of the reply had come (the handler ran).
+  for (let resends = 0; ; resends++) {
+    const progress = { replyBegan: false };
+    try {
+      return await openTunnelOnce(pool, call, maxFrameSize, maxAcceptBytes, progress);
+    } catch (error) {
+      const resendable = error instanceof AgentError && error.unprocessed && !progress.replyBegan && !call.abortReason;
+      if (!resendable || resends >= MAX_TRANSPARENT_RETRIES) throw error;
+    }
+  }
+}
+
+async function openTunnelOnce(
+  pool: ChannelPool,
+  call: OutboundCall,
+  maxFrameSize: number,
+  maxAcceptBytes: number,
+  progress: { replyBegan: boolean },
+): Promise<{ stream: ChannelStream; accepted: unknown }> {
   const channel = pool.tryReserve(call.peer) ?? (await pool.reserve(call.peer, call.priority, call.signal));
   let stream: ChannelStream | undefined;
   // Tunnels skip the interceptors: the call's own signal is their one abort route.
@@ -38,7 +60,7 @@ export async function openTunnel(pool: ChannelPool, call: OutboundCall, maxFrame
     if (call.abortReason) throw call.abortReason;
     const request = { type: 'request', method: call.method, timeoutMs: call.remainingMs(), priority: call.priority, metadata: call.metadata, body: call.body, mode: 'tunnel' } as const;
     await stream.write(encodeFrame(request, maxFrameSize));
-    const { payload, rest } = await readOneFrame(stream, maxAcceptBytes);
+    const { payload, rest } = await readOneFrame(stream, maxAcceptBytes, progress);
     const reply = decodePayload(payload);
     if (reply.type === 'error') throw new AgentError(reply.code, reply.message, { remote: true });
     if (reply.type !== 'response') throw new AgentError('PROTOCOL_ERROR', `${call.method}: unexpected ${reply.type} opening a tunnel`);
@@ -59,11 +81,16 @@ export async function openTunnel(pool: ChannelPool, call: OutboundCall, maxFrame
  * per half of what arrived (PartialFrame), not a copy of everything so far per chunk (the rendezvous reads a
  * stranger's reply this way when it relays).
  */
-export async function readOneFrame(stream: ChannelStream, maxFrameSize: number): Promise<{ payload: Uint8Array; rest: Uint8Array }> {
+export async function readOneFrame(
+  stream: ChannelStream,
+  maxFrameSize: number,
+  progress?: { replyBegan: boolean },
+): Promise<{ payload: Uint8Array; rest: Uint8Array }> {
   const decoder = new FrameDecoder(maxFrameSize);
   for (;;) {
     const chunk = await stream.read();
     if (chunk === undefined) throw new AgentError('UNAVAILABLE', 'peer ended the stream before accepting the tunnel');
+    if (progress && chunk.length > 0) progress.replyBegan = true;
     decoder.feed(chunk);
     if (decoder.next()) {
       const payload = decoder.frameBytes.subarray(decoder.frameStart, decoder.frameEnd);
